@@ -1,0 +1,244 @@
+// Package catalog holds the sources and streams the user declared, with
+// their schemas and typed options. It is in memory; durability comes from a
+// Log the server supplies (a compacted Kafka topic), to which every change is
+// appended as the statement that made it, so replaying the log rebuilds the
+// catalog.
+package catalog
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// Kind tells sources from streams.
+type Kind string
+
+const (
+	KindSource Kind = "source"
+	KindStream Kind = "stream"
+)
+
+// Source is a Kafka topic declared as a relation.
+type Source struct {
+	Name          string
+	Schema        types.Schema
+	Topic         string
+	Format        string
+	Partitions    int // declared count; 0 when not given
+	PartitionKey  string
+	PartitionHash string
+	OnError       string // fail, skip, dlq
+	DLQTopic      string
+	Watermark     *Watermark
+	SQL           string
+}
+
+// Watermark says which column is event time and how far behind the maximum
+// seen the watermark trails.
+type Watermark struct {
+	Column  string
+	DelayMs int64
+}
+
+// Stream is a continuous query and its output topic.
+type Stream struct {
+	Name       string
+	Topic      string
+	Partitions int
+	Input      string // the relation it reads
+	Schema     types.Schema
+	Options    StreamOptions
+	SQL        string
+}
+
+// StreamOptions are the typed WITH options of a stream.
+type StreamOptions struct {
+	Strategy   string // auto, local, repartition, combine
+	Guarantee  string // at_least_once, exactly_once
+	MessageKey string
+}
+
+// Relation is what a query can read: a source or a stream's output.
+type Relation struct {
+	Name         string
+	Kind         Kind
+	Schema       types.Schema
+	Topic        string
+	PartitionKey string
+	Watermark    *Watermark
+	Source       *Source // nil for streams
+	Stream       *Stream // nil for sources
+}
+
+// Log persists catalog changes. Put records the statement that created an
+// object; Delete records its removal.
+type Log interface {
+	Put(kind Kind, name, sql string) error
+	Delete(kind Kind, name string) error
+}
+
+// Catalog is the set of declared objects. Safe for concurrent use.
+type Catalog struct {
+	mu      sync.RWMutex
+	sources map[string]*Source
+	streams map[string]*Stream
+	log     Log
+}
+
+// New returns an empty catalog writing changes to log (nil: not persisted).
+func New(log Log) *Catalog {
+	return &Catalog{sources: map[string]*Source{}, streams: map[string]*Stream{}, log: log}
+}
+
+// ErrExists is returned when a name is taken.
+type ErrExists struct{ Name string }
+
+func (e *ErrExists) Error() string { return fmt.Sprintf("relation %q already exists", e.Name) }
+
+// ErrNotFound is returned for an unknown name.
+type ErrNotFound struct{ Name string }
+
+func (e *ErrNotFound) Error() string { return fmt.Sprintf("relation %q does not exist", e.Name) }
+
+// ErrInUse is returned when dropping a source that streams read.
+type ErrInUse struct {
+	Name    string
+	Readers []string
+}
+
+func (e *ErrInUse) Error() string {
+	return fmt.Sprintf("cannot drop %q: stream(s) %s read it", e.Name, strings.Join(e.Readers, ", "))
+}
+
+func (c *Catalog) taken(name string) bool {
+	_, a := c.sources[name]
+	_, b := c.streams[name]
+	return a || b
+}
+
+// AddSource registers s; persist says whether to append it to the log
+// (false while replaying the log itself).
+func (c *Catalog) AddSource(s *Source, persist bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.taken(s.Name) {
+		return &ErrExists{Name: s.Name}
+	}
+	if persist && c.log != nil {
+		if err := c.log.Put(KindSource, s.Name, s.SQL); err != nil {
+			return fmt.Errorf("persist source %s: %w", s.Name, err)
+		}
+	}
+	c.sources[s.Name] = s
+	return nil
+}
+
+// AddStream registers s.
+func (c *Catalog) AddStream(s *Stream, persist bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.taken(s.Name) {
+		return &ErrExists{Name: s.Name}
+	}
+	if persist && c.log != nil {
+		if err := c.log.Put(KindStream, s.Name, s.SQL); err != nil {
+			return fmt.Errorf("persist stream %s: %w", s.Name, err)
+		}
+	}
+	c.streams[s.Name] = s
+	return nil
+}
+
+// Drop removes a source or stream. A source or stream that streams read
+// cannot be dropped.
+func (c *Catalog) Drop(kind Kind, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch kind {
+	case KindSource:
+		if _, ok := c.sources[name]; !ok {
+			return &ErrNotFound{Name: name}
+		}
+	case KindStream:
+		if _, ok := c.streams[name]; !ok {
+			return &ErrNotFound{Name: name}
+		}
+	}
+	var readers []string
+	for _, st := range c.streams {
+		if st.Input == name {
+			readers = append(readers, st.Name)
+		}
+	}
+	if len(readers) > 0 {
+		sort.Strings(readers)
+		return &ErrInUse{Name: name, Readers: readers}
+	}
+	if c.log != nil {
+		if err := c.log.Delete(kind, name); err != nil {
+			return fmt.Errorf("persist drop of %s: %w", name, err)
+		}
+	}
+	delete(c.sources, name)
+	delete(c.streams, name)
+	return nil
+}
+
+// Source looks up a source.
+func (c *Catalog) Source(name string) (*Source, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.sources[name]
+	return s, ok
+}
+
+// Stream looks up a stream.
+func (c *Catalog) Stream(name string) (*Stream, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.streams[name]
+	return s, ok
+}
+
+// Relation looks up a readable relation by name.
+func (c *Catalog) Relation(name string) (*Relation, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if s, ok := c.sources[name]; ok {
+		return &Relation{Name: s.Name, Kind: KindSource, Schema: s.Schema, Topic: s.Topic,
+			PartitionKey: s.PartitionKey, Watermark: s.Watermark, Source: s}, true
+	}
+	if s, ok := c.streams[name]; ok {
+		return &Relation{Name: s.Name, Kind: KindStream, Schema: s.Schema, Topic: s.Topic,
+			PartitionKey: s.Options.MessageKey, Stream: s}, true
+	}
+	return nil, false
+}
+
+// Sources lists sources by name.
+func (c *Catalog) Sources() []*Source {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Source, 0, len(c.sources))
+	for _, s := range c.sources {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Streams lists streams by name.
+func (c *Catalog) Streams() []*Stream {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,182 @@
+package exec
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/valyala/fastjson"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// DecodeError is one record that could not be decoded, by its index in the
+// input slice.
+type DecodeError struct {
+	Index int
+	Err   error
+}
+
+// JSONDecoder turns JSON object records into Arrow record batches of a fixed
+// schema. Missing fields and JSON null are NULL; a value of the wrong type or
+// a record that is not a JSON object is a DecodeError, and that record adds
+// no row. Not safe for concurrent use (it reuses its parser).
+type JSONDecoder struct {
+	schema types.Schema
+	arrow  *arrow.Schema
+	mem    memory.Allocator
+	p      fastjson.Parser
+	scr    []scratch
+}
+
+type scratch struct {
+	null bool
+	i    int64
+	f    float64
+	s    string
+	b    bool
+}
+
+// NewJSONDecoder builds a decoder for schema.
+func NewJSONDecoder(schema types.Schema, mem memory.Allocator) *JSONDecoder {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	return &JSONDecoder{schema: schema, arrow: schema.Arrow(), mem: mem, scr: make([]scratch, len(schema))}
+}
+
+// Decode decodes values into one record batch (the caller releases it). ok
+// lists, for each row of the batch, the index in values it came from.
+func (d *JSONDecoder) Decode(values [][]byte) (rec arrow.RecordBatch, ok []int, errs []DecodeError) {
+	b := array.NewRecordBuilder(d.mem, d.arrow)
+	defer b.Release()
+	ok = make([]int, 0, len(values))
+	for idx, raw := range values {
+		if err := d.row(raw); err != nil {
+			errs = append(errs, DecodeError{Index: idx, Err: err})
+			continue
+		}
+		ok = append(ok, idx)
+		for c, f := range d.schema {
+			s := &d.scr[c]
+			fb := b.Field(c)
+			if s.null {
+				fb.AppendNull()
+				continue
+			}
+			switch f.Type {
+			case types.Int:
+				fb.(*array.Int64Builder).Append(s.i)
+			case types.Double:
+				fb.(*array.Float64Builder).Append(s.f)
+			case types.Text:
+				fb.(*array.StringBuilder).Append(s.s)
+			case types.Bool:
+				fb.(*array.BooleanBuilder).Append(s.b)
+			case types.Timestamp:
+				fb.(*array.TimestampBuilder).Append(arrow.Timestamp(s.i))
+			}
+		}
+	}
+	return b.NewRecordBatch(), ok, errs
+}
+
+// row parses one record into the scratch values.
+func (d *JSONDecoder) row(raw []byte) error {
+	v, err := d.p.ParseBytes(raw)
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	obj, err := v.Object()
+	if err != nil {
+		return fmt.Errorf("not a JSON object")
+	}
+	for c, f := range d.schema {
+		s := &d.scr[c]
+		*s = scratch{}
+		fv := obj.Get(f.Name)
+		if fv == nil || fv.Type() == fastjson.TypeNull {
+			s.null = true
+			continue
+		}
+		if err := decodeValue(fv, f.Type, s); err != nil {
+			return fmt.Errorf("field %q: %w", f.Name, err)
+		}
+	}
+	return nil
+}
+
+func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
+	switch t {
+	case types.Int:
+		if v.Type() != fastjson.TypeNumber {
+			return fmt.Errorf("want a BIGINT, got %s", v.Type())
+		}
+		n, err := v.Int64()
+		if err != nil {
+			f, ferr := v.Float64()
+			if ferr != nil || f != math.Trunc(f) {
+				return fmt.Errorf("want a BIGINT, got %s", v.String())
+			}
+			return fmt.Errorf("BIGINT out of range: %s", v.String())
+		}
+		s.i = n
+	case types.Double:
+		if v.Type() != fastjson.TypeNumber {
+			if v.Type() == fastjson.TypeString { // "NaN", "Infinity" as PostgreSQL's JSON writes them
+				if f, err := ParseFloat(string(v.GetStringBytes())); err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+					s.f = f
+					return nil
+				}
+			}
+			return fmt.Errorf("want a DOUBLE, got %s", v.Type())
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return err
+		}
+		s.f = f
+	case types.Text:
+		if v.Type() != fastjson.TypeString {
+			return fmt.Errorf("want TEXT, got %s", v.Type())
+		}
+		s.s = string(v.GetStringBytes())
+	case types.Bool:
+		switch v.Type() {
+		case fastjson.TypeTrue:
+			s.b = true
+		case fastjson.TypeFalse:
+		default:
+			return fmt.Errorf("want a BOOLEAN, got %s", v.Type())
+		}
+	case types.Timestamp:
+		switch v.Type() {
+		case fastjson.TypeNumber:
+			n, err := v.Int64()
+			if err != nil {
+				return fmt.Errorf("want epoch milliseconds, got %s", v.String())
+			}
+			s.i = n
+		case fastjson.TypeString:
+			ms, err := ParseTimestamp(string(v.GetStringBytes()))
+			if err != nil {
+				return err
+			}
+			s.i = ms
+		default:
+			return fmt.Errorf("want a TIMESTAMP (epoch millis or RFC 3339 text), got %s", v.Type())
+		}
+	}
+	return nil
+}
+
+// BatchOf views an Arrow record batch as evaluator input.
+func BatchOf(rec arrow.RecordBatch, schema types.Schema) *Batch {
+	b := &Batch{N: int(rec.NumRows()), Cols: make([]*Vec, len(schema))}
+	for i, f := range schema {
+		b.Cols[i] = FromArrow(rec.Column(i), f.Type)
+	}
+	return b
+}

@@ -1,0 +1,103 @@
+package exec
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// AppendKey encodes row i of the key columns into dst, unambiguously: a
+// null tag byte per column, fixed-width numbers, length-prefixed text.
+func AppendKey(dst []byte, cols []*Vec, i int) []byte {
+	for _, c := range cols {
+		if c.IsNull(i) {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1)
+		switch c.T {
+		case types.Int, types.Timestamp:
+			dst = binary.BigEndian.AppendUint64(dst, uint64(c.I[i]))
+		case types.Double:
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(c.F[i]))
+		case types.Bool:
+			b := byte(0)
+			if c.B[i] {
+				b = 1
+			}
+			dst = append(dst, b)
+		case types.Text:
+			dst = binary.AppendUvarint(dst, uint64(len(c.S[i])))
+			dst = append(dst, c.S[i]...)
+		}
+	}
+	return dst
+}
+
+var errBadKey = errors.New("exec: corrupt group key")
+
+// DecodeKey reads a key written by AppendKey back into Go values.
+func DecodeKey(key []byte, ts []types.Type) ([]any, error) {
+	out := make([]any, len(ts))
+	for j, t := range ts {
+		if len(key) == 0 {
+			return nil, errBadKey
+		}
+		tag := key[0]
+		key = key[1:]
+		if tag == 0 {
+			continue
+		}
+		switch t {
+		case types.Int, types.Timestamp:
+			if len(key) < 8 {
+				return nil, errBadKey
+			}
+			v := int64(binary.BigEndian.Uint64(key))
+			if t == types.Timestamp {
+				out[j] = types.MillisTime(v)
+			} else {
+				out[j] = v
+			}
+			key = key[8:]
+		case types.Double:
+			if len(key) < 8 {
+				return nil, errBadKey
+			}
+			out[j] = math.Float64frombits(binary.BigEndian.Uint64(key))
+			key = key[8:]
+		case types.Bool:
+			if len(key) < 1 {
+				return nil, errBadKey
+			}
+			out[j] = key[0] == 1
+			key = key[1:]
+		case types.Text:
+			l, n := binary.Uvarint(key)
+			if n <= 0 || uint64(len(key)-n) < l {
+				return nil, errBadKey
+			}
+			out[j] = string(key[n : n+int(l)])
+			key = key[n+int(l):]
+		}
+	}
+	return out, nil
+}
+
+// PartitionKeyText is a partition-key value as the bytes Kafka hashes: the
+// text itself, integers in decimal. NULL gives nil.
+func PartitionKeyText(c *Vec, i int, dst []byte) []byte {
+	if c.IsNull(i) {
+		return nil
+	}
+	switch c.T {
+	case types.Text:
+		return append(dst, c.S[i]...)
+	case types.Int:
+		return strconv.AppendInt(dst, c.I[i], 10)
+	}
+	return append(dst, FormatText(c.Value(i))...)
+}

@@ -1,0 +1,89 @@
+package exec
+
+import (
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+func keyGroup(pk []byte) uint16 { return state.KeyGroup(pk) }
+
+// Select keeps the rows where keep is true (kept of them).
+func (b *Batch) Select(keep []bool, kept int) *Batch {
+	out := &Batch{N: kept, Cols: make([]*Vec, len(b.Cols))}
+	for c, v := range b.Cols {
+		nv := newVec(v.T, kept)
+		if v.Null != nil {
+			nv.Null = make([]bool, kept)
+		}
+		j := 0
+		for i := 0; i < b.N; i++ {
+			if !keep[i] {
+				continue
+			}
+			if v.Null != nil {
+				nv.Null[j] = v.Null[i]
+			}
+			switch v.T {
+			case types.Int, types.Timestamp, types.Interval:
+				nv.I[j] = v.I[i]
+			case types.Double:
+				nv.F[j] = v.F[i]
+			case types.Text:
+				nv.S[j] = v.S[i]
+			case types.Bool:
+				nv.B[j] = v.B[i]
+			}
+			j++
+		}
+		out.Cols[c] = nv
+	}
+	return out
+}
+
+// FilterBatch keeps the rows where pred is true (not false, not NULL).
+func FilterBatch(b *Batch, pred Expr) (*Batch, error) {
+	if pred == nil || b.N == 0 {
+		return b, nil
+	}
+	m, err := pred.Eval(b)
+	if err != nil {
+		return nil, err
+	}
+	keep := make([]bool, b.N)
+	kept := 0
+	for i := 0; i < b.N; i++ {
+		if !m.IsNull(i) && m.B[i] {
+			keep[i] = true
+			kept++
+		}
+	}
+	if kept == b.N {
+		return b, nil
+	}
+	return b.Select(keep, kept), nil
+}
+
+// Project evaluates exprs over b into result rows of Go values.
+func Project(b *Batch, exprs []Expr) ([][]any, error) {
+	cols := make([]*Vec, len(exprs))
+	for j, e := range exprs {
+		v, err := e.Eval(b)
+		if err != nil {
+			return nil, err
+		}
+		cols[j] = v
+	}
+	rows := make([][]any, b.N)
+	for i := range rows {
+		row := make([]any, len(cols))
+		for j, c := range cols {
+			row[j] = c.Value(i)
+		}
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+// ErrDivByZero etc. are sql errors; re-exported for callers that branch.
+var _ = sql.CodeDivisionByZero

@@ -1,0 +1,172 @@
+package exec
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// Vec is the evaluator's working column: one typed Go slice plus a null
+// mask. Int64, Float64 and Timestamp columns from Arrow are viewed without a
+// copy; results are turned back into Arrow arrays only at operator edges.
+type Vec struct {
+	T    types.Type
+	N    int
+	I    []int64   // Int, Timestamp (millis), Interval (millis)
+	F    []float64 // Double
+	S    []string  // Text
+	B    []bool    // Bool
+	Null []bool    // nil: no nulls
+}
+
+// IsNull reports whether row i is NULL.
+func (v *Vec) IsNull(i int) bool { return v.Null != nil && v.Null[i] }
+
+func newVec(t types.Type, n int) *Vec {
+	v := &Vec{T: t, N: n}
+	switch t {
+	case types.Int, types.Timestamp, types.Interval:
+		v.I = make([]int64, n)
+	case types.Double:
+		v.F = make([]float64, n)
+	case types.Text:
+		v.S = make([]string, n)
+	case types.Bool:
+		v.B = make([]bool, n)
+	}
+	return v
+}
+
+func (v *Vec) ensureNull() []bool {
+	if v.Null == nil {
+		v.Null = make([]bool, v.N)
+	}
+	return v.Null
+}
+
+// orNulls returns a mask that is null where a or b is (nil when neither has nulls).
+func orNulls(a, b []bool, n int) []bool {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		return append([]bool(nil), b...)
+	case b == nil:
+		return append([]bool(nil), a...)
+	}
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = a[i] || b[i]
+	}
+	return out
+}
+
+// FromArrow views an Arrow column as a Vec.
+func FromArrow(a arrow.Array, t types.Type) *Vec {
+	n := a.Len()
+	v := &Vec{T: t, N: n}
+	if a.NullN() > 0 {
+		v.Null = make([]bool, n)
+		for i := 0; i < n; i++ {
+			v.Null[i] = a.IsNull(i)
+		}
+	}
+	switch c := a.(type) {
+	case *array.Int64:
+		v.I = c.Int64Values()
+	case *array.Timestamp:
+		ts := c.TimestampValues()
+		v.I = make([]int64, n)
+		for i, x := range ts {
+			v.I[i] = int64(x)
+		}
+	case *array.Float64:
+		v.F = c.Float64Values()
+	case *array.String:
+		v.S = make([]string, n)
+		for i := 0; i < n; i++ {
+			v.S[i] = c.Value(i)
+		}
+	case *array.Boolean:
+		v.B = make([]bool, n)
+		for i := 0; i < n; i++ {
+			v.B[i] = c.Value(i)
+		}
+	case *array.Null:
+		v = newVec(t, n)
+		v.Null = make([]bool, n)
+		for i := range v.Null {
+			v.Null[i] = true
+		}
+	}
+	return v
+}
+
+// ToArrow builds an Arrow array from v.
+func (v *Vec) ToArrow(mem memory.Allocator) arrow.Array {
+	var valid []bool
+	if v.Null != nil {
+		valid = make([]bool, v.N)
+		for i, isNull := range v.Null {
+			valid[i] = !isNull
+		}
+	}
+	switch v.T {
+	case types.Int, types.Interval:
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.AppendValues(v.I, valid)
+		return b.NewArray()
+	case types.Timestamp:
+		b := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType))
+		defer b.Release()
+		ts := make([]arrow.Timestamp, v.N)
+		for i, x := range v.I {
+			ts[i] = arrow.Timestamp(x)
+		}
+		b.AppendValues(ts, valid)
+		return b.NewArray()
+	case types.Double:
+		b := array.NewFloat64Builder(mem)
+		defer b.Release()
+		b.AppendValues(v.F, valid)
+		return b.NewArray()
+	case types.Text:
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.AppendValues(v.S, valid)
+		return b.NewArray()
+	case types.Bool:
+		b := array.NewBooleanBuilder(mem)
+		defer b.Release()
+		b.AppendValues(v.B, valid)
+		return b.NewArray()
+	}
+	b := array.NewNullBuilder(mem)
+	defer b.Release()
+	b.AppendNulls(v.N)
+	return b.NewArray()
+}
+
+// Value returns row i as a Go value (nil, int64, float64, string, bool,
+// time.Time), for result rows at the edges.
+func (v *Vec) Value(i int) any {
+	if v.IsNull(i) {
+		return nil
+	}
+	switch v.T {
+	case types.Int, types.Interval:
+		return v.I[i]
+	case types.Timestamp:
+		return types.MillisTime(v.I[i])
+	case types.Double:
+		return v.F[i]
+	case types.Text:
+		return v.S[i]
+	case types.Bool:
+		return v.B[i]
+	}
+	return nil
+}

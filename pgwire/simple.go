@@ -1,0 +1,48 @@
+package pgwire
+
+import "github.com/jackc/pgx/v5/pgproto3"
+
+// simpleQuery runs a Query message: every statement in turn, results in
+// text format, stopping at the first error. The caller sends ReadyForQuery.
+func (c *conn) simpleQuery(sql string) {
+	// A simple query ends the unnamed statement and portal, as in
+	// PostgreSQL.
+	delete(c.stmts, "")
+	delete(c.portals, "")
+
+	stmts := c.sess.Split(sql)
+	if len(stmts) == 0 {
+		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		return
+	}
+	for _, stmt := range stmts {
+		if tag, ok, err := c.deallocate(stmt); ok {
+			if err != nil {
+				c.sendError(err)
+				return
+			}
+			c.sendCommandComplete(&Result{Tag: tag}, 0)
+			continue
+		}
+		res, err := c.sess.Execute(c.ctx, stmt, nil)
+		if err == nil && res == nil {
+			err = newWireError(codeInternal, "backend returned no result")
+		}
+		if err != nil {
+			c.sendError(err)
+			return
+		}
+		if res.Columns != nil {
+			c.sendRowDescription(res.Columns, nil)
+		}
+		for _, row := range res.Rows {
+			if err := c.sendDataRow(row, res.Columns, nil); err != nil {
+				// Rows already sent stay sent; PostgreSQL does the same
+				// when a statement fails halfway through its output.
+				c.sendError(err)
+				return
+			}
+		}
+		c.sendCommandComplete(res, len(res.Rows))
+	}
+}

@@ -1,0 +1,116 @@
+package pgwire
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// serverVersion is reported as server_version. It must be a plain
+// PostgreSQL version number: drivers parse it to pick features.
+const serverVersion = "16.0"
+
+// maxEncryptionRequests bounds SSLRequest/GSSEncRequest rounds before the
+// StartupMessage (a client may try GSS and then SSL), so a client cannot
+// loop forever.
+const maxEncryptionRequests = 2
+
+// startup runs the handshake: encryption requests are refused, any user is
+// let in without a password. It returns false without error when the
+// connection should just be closed (a CancelRequest).
+func (c *conn) startup() (bool, error) {
+	if err := c.nc.SetDeadline(time.Now().Add(c.srv.startupTimeout)); err != nil {
+		return false, fmt.Errorf("set startup deadline: %w", err)
+	}
+	for requests := 0; ; requests++ {
+		msg, err := c.be.ReceiveStartupMessage()
+		if err != nil {
+			return false, fmt.Errorf("receive startup message: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+			if requests >= maxEncryptionRequests {
+				return false, fmt.Errorf("too many encryption requests")
+			}
+			// 'N' is a single unframed byte: no encryption, carry on in
+			// plain text with a new startup packet.
+			if _, err := c.nc.Write([]byte{'N'}); err != nil {
+				return false, fmt.Errorf("refuse encryption: %w", err)
+			}
+		case *pgproto3.CancelRequest:
+			// Query cancellation is not supported; PostgreSQL closes cancel
+			// connections without a reply in any case.
+			return false, nil
+		case *pgproto3.StartupMessage:
+			if err := c.accept(m); err != nil {
+				return false, err
+			}
+			if err := c.nc.SetDeadline(time.Time{}); err != nil {
+				return false, fmt.Errorf("clear startup deadline: %w", err)
+			}
+			return true, nil
+		default:
+			return false, fmt.Errorf("unexpected startup message %T", msg)
+		}
+	}
+}
+
+// accept answers a StartupMessage: protocol negotiation, AuthenticationOk,
+// the session parameters, BackendKeyData and the first ReadyForQuery.
+func (c *conn) accept(m *pgproto3.StartupMessage) error {
+	user := m.Parameters["user"]
+	if user == "" {
+		c.fatal(newWireError(codeInvalidAuthorizationSpec, "no PostgreSQL user name specified in startup packet"))
+		return fmt.Errorf("startup without user name")
+	}
+	database := m.Parameters["database"]
+	if database == "" {
+		database = user // PostgreSQL's default
+	}
+
+	// Only protocol 3.0 is spoken. A client asking for a newer minor
+	// version or for protocol extensions (_pq_.*) is told so and carries on
+	// with 3.0, which is how PostgreSQL itself downgrades.
+	var unknownOptions []string
+	for k := range m.Parameters {
+		if strings.HasPrefix(k, "_pq_.") {
+			unknownOptions = append(unknownOptions, k)
+		}
+	}
+	slices.Sort(unknownOptions)
+	if m.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unknownOptions) > 0 {
+		c.be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknownOptions})
+	}
+
+	c.be.Send(&pgproto3.AuthenticationOk{})
+	for _, p := range [][2]string{
+		{"server_version", serverVersion},
+		{"server_encoding", "UTF8"},
+		{"client_encoding", "UTF8"},
+		{"DateStyle", "ISO, MDY"},
+		{"integer_datetimes", "on"},
+		{"standard_conforming_strings", "on"},
+		{"TimeZone", "UTC"},
+		{"application_name", m.Parameters["application_name"]},
+		{"is_superuser", "off"},
+		{"session_authorization", user},
+		{"IntervalStyle", "postgres"},
+	} {
+		c.be.Send(&pgproto3.ParameterStatus{Name: p[0], Value: cstring(p[1])})
+	}
+
+	// Cancellation is not implemented, but clients expect a key; a random
+	// one keeps it from ever matching anything meaningful.
+	var key [8]byte
+	_, _ = rand.Read(key[:]) // crypto/rand.Read never fails
+	pid := binary.BigEndian.Uint32(key[:4]) & 0x7fffffff
+	c.be.Send(&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: key[4:]})
+
+	c.sess = c.srv.backend.NewSession(user, database)
+	return c.readyForQuery()
+}

@@ -1,0 +1,430 @@
+// Package planner turns a parsed SELECT into a physical plan: which input it
+// reads, the filter, the grouping and window, the aggregates, the final
+// projection, and how records must move so each group is computed in one
+// place (the strategy, chosen by a named rule). EXPLAIN prints it.
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// WindowSpec is the event-time window of a GROUP BY.
+type WindowSpec struct {
+	Kind    string // TUMBLE
+	TimeCol string
+	TimeIdx int // input column of event time
+	SizeMs  int64
+}
+
+// AggCall is one aggregate of the query.
+type AggCall struct {
+	Spec agg.Spec
+	Args []exec.Expr // over the input
+	Type types.Type
+	Text string
+}
+
+// OrderKey sorts bounded query results by an output column.
+type OrderKey struct {
+	Idx  int
+	Desc bool
+}
+
+// Strategy names for how records move to their group.
+const (
+	StrategyLocal     = "local"
+	StrategyStateless = "stateless"
+	StrategyBounded   = "bounded"
+)
+
+// Plan is a physical plan for a stream or a bounded query.
+type Plan struct {
+	Input  *catalog.Relation
+	Filter exec.Expr // over the input; nil: all rows
+
+	Aggregate bool
+	Keys      []exec.Expr // over the input
+	KeyNames  []string
+	Window    *WindowSpec
+	Aggs      []AggCall
+	Having    exec.Expr // over the post-aggregation row
+
+	// PartitionKey is the index in Keys of the input's partition key (local
+	// strategy), or -1.
+	PartitionKey int
+
+	Project []exec.Expr // over the post-aggregation row (or the input)
+	Output  types.Schema
+
+	OrderBy []OrderKey
+	Limit   int64 // -1: none
+
+	Strategy string
+	Rule     string // the rule that chose Strategy, for EXPLAIN
+	Reason   string
+}
+
+// PostAggSchema is the row the aggregation emits: keys, window bounds, aggregates.
+func (p *Plan) PostAggSchema() types.Schema {
+	var s types.Schema
+	for i, k := range p.Keys {
+		s = append(s, types.Field{Name: p.KeyNames[i], Type: k.Type()})
+	}
+	if p.Window != nil {
+		s = append(s, types.Field{Name: "window_start", Type: types.Timestamp}, types.Field{Name: "window_end", Type: types.Timestamp})
+	}
+	for _, a := range p.Aggs {
+		s = append(s, types.Field{Name: strings.ToLower(a.Spec.Name), Type: a.Type})
+	}
+	return s
+}
+
+// Resolver finds relations by name.
+type Resolver interface {
+	Relation(name string) (*catalog.Relation, bool)
+}
+
+// BuildQuery plans a bounded SELECT.
+func BuildQuery(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
+	p, err := build(cat, stmt, src)
+	if err != nil {
+		return nil, err
+	}
+	p.Strategy = StrategyBounded
+	p.Rule = "BoundedRead"
+	p.Reason = "a bounded read of the topic from its start to its end now"
+	return p, nil
+}
+
+// BuildStream plans a continuous query.
+func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string) (*Plan, error) {
+	p, err := build(cat, stmt, src)
+	if err != nil {
+		return nil, err
+	}
+	if stmt.OrderBy != nil || stmt.Limit != nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "ORDER BY and LIMIT are not supported in a continuous query").
+			WithHint("order or limit when reading the stream: SELECT ... FROM stream ORDER BY ...")
+	}
+	if err := chooseStrategy(p, strategy, src); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
+	if stmt.From == nil || stmt.From.TableRefs == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "SELECT needs a FROM clause naming a source or stream")
+	}
+	join := stmt.From.TableRefs
+	if join.Right != nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "joins are not supported yet")
+	}
+	ts, ok := join.Left.(*ast.TableSource)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeNotSupported, "FROM must name one source or stream")
+	}
+	tn, ok := ts.Source.(*ast.TableName)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeNotSupported, "subqueries in FROM are not supported")
+	}
+	rel, ok := cat.Relation(tn.Name.L)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeUndefinedTable, "relation %q does not exist", tn.Name.O).
+			WithPos(sql.FindPos(src, tn.Name.O)).WithHint("SHOW SOURCES and SHOW STREAMS list what exists")
+	}
+	p := &Plan{Input: rel, PartitionKey: -1, Limit: -1}
+	in := &scope{src: src, input: rel.Schema}
+
+	if stmt.Where != nil {
+		ws := &scope{src: src, input: rel.Schema, noAggs: "WHERE"}
+		f, err := ws.compile(stmt.Where)
+		if err != nil {
+			return nil, err
+		}
+		if f.Type() != types.Bool && f.Type() != types.Unknown {
+			return nil, sql.Errorf(sql.CodeDatatypeMismatch, "argument of WHERE must be type boolean, not type %s", lower(f.Type()))
+		}
+		p.Filter = f
+	}
+
+	hasAgg := stmt.GroupBy != nil || stmt.Having != nil || selectHasAgg(stmt)
+	out := in
+	if hasAgg {
+		p.Aggregate = true
+		as := &aggScope{}
+		if stmt.GroupBy != nil {
+			for _, item := range stmt.GroupBy.Items {
+				if err := addGroupItem(in, as, item.Expr); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = &scope{src: src, input: rel.Schema, agg: as}
+		if err := project(p, out, stmt); err != nil {
+			return nil, err
+		}
+		if stmt.Having != nil {
+			h, err := out.compile(stmt.Having.Expr)
+			if err != nil {
+				return nil, err
+			}
+			p.Having = h
+		}
+		p.Keys, p.KeyNames, p.Window, p.Aggs = as.keys, as.keyNames, as.window, as.calls
+	} else if err := project(p, out, stmt); err != nil {
+		return nil, err
+	}
+
+	if stmt.OrderBy != nil {
+		for _, item := range stmt.OrderBy.Items {
+			idx, err := orderIndex(p, stmt, item.Expr, src)
+			if err != nil {
+				return nil, err
+			}
+			p.OrderBy = append(p.OrderBy, OrderKey{Idx: idx, Desc: item.Desc})
+		}
+	}
+	if stmt.Limit != nil {
+		if stmt.Limit.Offset != nil {
+			return nil, sql.Errorf(sql.CodeNotSupported, "OFFSET is not supported")
+		}
+		v, ok := stmt.Limit.Count.(*driver.ValueExpr)
+		if !ok {
+			return nil, sql.Errorf(sql.CodeSyntax, "LIMIT needs a number")
+		}
+		switch n := v.GetValue().(type) {
+		case int64:
+			p.Limit = n
+		case uint64:
+			p.Limit = int64(n)
+		default:
+			return nil, sql.Errorf(sql.CodeSyntax, "LIMIT needs a number")
+		}
+	}
+	return p, nil
+}
+
+func selectHasAgg(stmt *ast.SelectStmt) bool {
+	found := false
+	for _, f := range stmt.Fields.Fields {
+		if f.Expr != nil {
+			f.Expr.Accept(&aggFinder{found: &found})
+		}
+	}
+	return found
+}
+
+type aggFinder struct{ found *bool }
+
+func (a *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if _, ok := n.(*ast.AggregateFuncExpr); ok {
+		*a.found = true
+		return n, true
+	}
+	return n, false
+}
+func (a *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// addGroupItem adds one GROUP BY item: a window function or a key.
+func addGroupItem(in *scope, as *aggScope, e ast.ExprNode) error {
+	if call, ok := e.(*ast.FuncCallExpr); ok {
+		name := strings.ToUpper(call.FnName.O)
+		switch name {
+		case "TUMBLE", "HOP", strings.ToUpper(sql.SessionFunc):
+			if name != "TUMBLE" {
+				kind := strings.TrimPrefix(strings.ToLower(name), "__")
+				return sql.Errorf(sql.CodeNotSupported, "%s windows are not supported yet; use TUMBLE(ts, INTERVAL ...)", strings.ToUpper(kind))
+			}
+			if as.window != nil {
+				return sql.Errorf(sql.CodeNotSupported, "only one window per GROUP BY")
+			}
+			if len(call.Args) != 2 {
+				return sql.Errorf(sql.CodeSyntax, "TUMBLE takes (time_column, INTERVAL size)").WithPos(sql.FindPos(in.src, "tumble"))
+			}
+			col, ok := call.Args[0].(*ast.ColumnNameExpr)
+			if !ok {
+				return sql.Errorf(sql.CodeNotSupported, "TUMBLE's first argument must be a TIMESTAMP column").WithPos(sql.FindPos(in.src, "tumble"))
+			}
+			idx := in.input.Index(col.Name.Name.O)
+			if idx < 0 {
+				return in.errf(sql.CodeUndefinedColumn, col.Name.Name.O, "column %q does not exist", col.Name.Name.O)
+			}
+			if in.input[idx].Type != types.Timestamp {
+				return in.errf(sql.CodeDatatypeMismatch, col.Name.Name.O, "TUMBLE needs a TIMESTAMP column; %s is %s", col.Name.Name.O, in.input[idx].Type)
+			}
+			size, err := intArg(innerCall(call.Args[1]), 0)
+			if err != nil || strings.ToUpper(innerCall(call.Args[1]).FnName.O) != strings.ToUpper(sql.IntervalFunc) {
+				return sql.Errorf(sql.CodeSyntax, "TUMBLE's size must be an INTERVAL, e.g. INTERVAL '1' MINUTE").WithPos(sql.FindPos(in.src, "tumble"))
+			}
+			if size <= 0 {
+				return sql.Errorf(sql.CodeInvalidParameter, "window size must be positive")
+			}
+			as.window = &WindowSpec{Kind: "TUMBLE", TimeCol: in.input[idx].Name, TimeIdx: idx, SizeMs: size}
+			return nil
+		}
+	}
+	k, err := in.compile(e)
+	if err != nil {
+		return err
+	}
+	name := "?column?"
+	if c, ok := e.(*ast.ColumnNameExpr); ok {
+		name = c.Name.Name.O
+		if i := in.input.Index(name); i >= 0 {
+			name = in.input[i].Name
+		}
+	}
+	as.keys = append(as.keys, k)
+	as.keyText = append(as.keyText, restore(e))
+	as.keyNames = append(as.keyNames, name)
+	return nil
+}
+
+// project compiles the select list.
+func project(p *Plan, s *scope, stmt *ast.SelectStmt) error {
+	for _, f := range stmt.Fields.Fields {
+		if f.WildCard != nil {
+			if s.agg != nil {
+				return sql.Errorf(sql.CodeGrouping, "SELECT * cannot be used with GROUP BY")
+			}
+			for i, c := range s.input {
+				p.Project = append(p.Project, &exec.ColRef{Idx: i, Name: c.Name, T: c.Type})
+				p.Output = append(p.Output, c)
+			}
+			continue
+		}
+		e, err := s.compile(f.Expr)
+		if err != nil {
+			return err
+		}
+		t := e.Type()
+		if t == types.Unknown {
+			e, t = &exec.Literal{T: types.Text}, types.Text
+		}
+		if t == types.Interval {
+			return sql.Errorf(sql.CodeNotSupported, "INTERVAL values cannot be output; subtract to a number of milliseconds instead")
+		}
+		p.Project = append(p.Project, e)
+		p.Output = append(p.Output, types.Field{Name: fieldName(f), Type: t})
+	}
+	seen := map[string]bool{}
+	for _, f := range p.Output {
+		n := strings.ToLower(f.Name)
+		if seen[n] && f.Name != "?column?" {
+			return sql.Errorf(sql.CodeDuplicateObject, "output column %q appears twice", f.Name).WithHint("name it with AS")
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// fieldName is the output name PostgreSQL would give a select item.
+func fieldName(f *ast.SelectField) string {
+	if f.AsName.O != "" {
+		return f.AsName.O
+	}
+	switch x := f.Expr.(type) {
+	case *ast.ColumnNameExpr:
+		return x.Name.Name.O
+	case *ast.AggregateFuncExpr:
+		return strings.ToLower(x.F)
+	case *ast.FuncCallExpr:
+		n := strings.ToLower(x.FnName.O)
+		if n == "timestampliteral" {
+			return "timestamp"
+		}
+		return n
+	case *ast.FuncCastExpr:
+		if e, ok := x.Expr.(*ast.ColumnNameExpr); ok {
+			return e.Name.Name.O
+		}
+	case *ast.ParenthesesExpr:
+		return fieldName(&ast.SelectField{Expr: x.Expr})
+	}
+	return "?column?"
+}
+
+func orderIndex(p *Plan, stmt *ast.SelectStmt, e ast.ExprNode, src string) (int, error) {
+	switch x := e.(type) {
+	case *ast.PositionExpr:
+		if x.N < 1 || x.N > len(p.Output) {
+			return 0, sql.Errorf(sql.CodeInvalidParameter, "ORDER BY position %d is not in select list", x.N)
+		}
+		return x.N - 1, nil
+	case *ast.ColumnNameExpr:
+		if i := p.Output.Index(x.Name.Name.O); i >= 0 {
+			return i, nil
+		}
+	}
+	txt := restore(e)
+	for i, f := range stmt.Fields.Fields {
+		if f.Expr != nil && restore(f.Expr) == txt {
+			return i, nil
+		}
+	}
+	return 0, sql.Errorf(sql.CodeNotSupported, "ORDER BY %s: order by an output column name or position", txt).WithPos(sql.FindPos(src, txt))
+}
+
+// chooseStrategy applies the placement rules in order; the first that fires
+// decides.
+//
+// Rule LocalPartitionKey: GROUP BY contains the input's partition key, so
+// every group already lives on one partition and nothing moves.
+//
+//	SELECT k, COUNT(*) FROM src GROUP BY k, TUMBLE(ts, ...)   -- src keyed by k
+//	=> local aggregation on each partition of src
+func chooseStrategy(p *Plan, requested, src string) error {
+	if !p.Aggregate {
+		p.Strategy, p.Rule = StrategyStateless, "Stateless"
+		p.Reason = "no aggregation: each record is filtered and projected where it is read"
+		return nil
+	}
+	if p.Window == nil {
+		return sql.Errorf(sql.CodeNotSupported, "a continuous aggregation needs a window in GROUP BY, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)").
+			WithHint("windowless GROUP BY (an upsert stream) is not supported yet")
+	}
+	pk := p.Input.PartitionKey
+	if pk != "" {
+		for i, k := range p.Keys {
+			if c, ok := k.(*exec.ColRef); ok && strings.EqualFold(c.Name, pk) {
+				p.PartitionKey = i
+			}
+		}
+	}
+	switch requested {
+	case "", "auto", StrategyLocal:
+	case "repartition", "combine":
+		return sql.Errorf(sql.CodeNotSupported, "strategy %q is not supported yet", requested)
+	default:
+		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
+	}
+	if p.PartitionKey < 0 {
+		why := fmt.Sprintf("%s has no partition_key", p.Input.Name)
+		if pk != "" {
+			why = fmt.Sprintf("%s is partitioned by %s", p.Input.Name, pk)
+		}
+		return sql.Errorf(sql.CodeNotSupported, "GROUP BY must include the partition key of %s: %s, so groups would span partitions", p.Input.Name, why).
+			WithHint("add %s to GROUP BY; repartition and combine hops are not supported yet", orWord(pk, "a partition_key"))
+	}
+	p.Strategy, p.Rule = StrategyLocal, "LocalPartitionKey"
+	p.Reason = fmt.Sprintf("GROUP BY contains %s, the partition key of %s: every group lives on one partition", pk, p.Input.Name)
+	return nil
+}
+
+func orWord(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

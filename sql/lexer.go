@@ -1,0 +1,235 @@
+package sql
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// TokenKind classifies a token of the statement front end.
+type TokenKind uint8
+
+const (
+	TokEOF    TokenKind = iota
+	TokIdent            // bare identifier or keyword
+	TokQIdent           // "quoted identifier"
+	TokString           // 'string literal' (Text holds the unquoted value)
+	TokNumber
+	TokParam // $1
+	TokPunct // operators and punctuation
+)
+
+// Token is one lexeme with its byte offsets in the statement.
+type Token struct {
+	Kind  TokenKind
+	Text  string // for TokString the decoded value; otherwise the raw text
+	Start int    // byte offset of the first byte
+	End   int    // byte offset past the last byte
+}
+
+// Is reports whether t is the (case-insensitive) keyword or punctuation s.
+func (t Token) Is(s string) bool {
+	return (t.Kind == TokIdent || t.Kind == TokPunct) && strings.EqualFold(t.Text, s)
+}
+
+// Lex splits src into tokens. Comments and whitespace are dropped. An
+// unterminated quote is a syntax error at the quote.
+func Lex(src string) ([]Token, error) {
+	var toks []Token
+	i := 0
+	for i < len(src) {
+		c := src[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			i++
+		case c == '-' && i+1 < len(src) && src[i+1] == '-':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			end := strings.Index(src[i+2:], "*/")
+			if end < 0 {
+				return toks, syntaxAt(src, i, "unterminated comment")
+			}
+			i += end + 4
+		case c == '\'':
+			start := i
+			var b strings.Builder
+			i++
+			closed := false
+			for i < len(src) {
+				if src[i] == '\'' {
+					if i+1 < len(src) && src[i+1] == '\'' {
+						b.WriteByte('\'')
+						i += 2
+						continue
+					}
+					i++
+					closed = true
+					break
+				}
+				b.WriteByte(src[i])
+				i++
+			}
+			if !closed {
+				return toks, syntaxAt(src, start, "unterminated string literal")
+			}
+			toks = append(toks, Token{Kind: TokString, Text: b.String(), Start: start, End: i})
+		case c == '"':
+			start := i
+			i++
+			var b strings.Builder
+			closed := false
+			for i < len(src) {
+				if src[i] == '"' {
+					if i+1 < len(src) && src[i+1] == '"' {
+						b.WriteByte('"')
+						i += 2
+						continue
+					}
+					i++
+					closed = true
+					break
+				}
+				b.WriteByte(src[i])
+				i++
+			}
+			if !closed {
+				return toks, syntaxAt(src, start, "unterminated quoted identifier")
+			}
+			toks = append(toks, Token{Kind: TokQIdent, Text: b.String(), Start: start, End: i})
+		case c == '$' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
+			start := i
+			i++
+			for i < len(src) && src[i] >= '0' && src[i] <= '9' {
+				i++
+			}
+			toks = append(toks, Token{Kind: TokParam, Text: src[start:i], Start: start, End: i})
+		case c >= '0' && c <= '9' || (c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9'):
+			start := i
+			for i < len(src) && (src[i] >= '0' && src[i] <= '9' || src[i] == '.') {
+				i++
+			}
+			if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+				j := i + 1
+				if j < len(src) && (src[j] == '+' || src[j] == '-') {
+					j++
+				}
+				if j < len(src) && src[j] >= '0' && src[j] <= '9' {
+					i = j
+					for i < len(src) && src[i] >= '0' && src[i] <= '9' {
+						i++
+					}
+				}
+			}
+			toks = append(toks, Token{Kind: TokNumber, Text: src[start:i], Start: start, End: i})
+		case isIdentStart(c) || c >= utf8.RuneSelf:
+			start := i
+			for i < len(src) {
+				r, n := utf8.DecodeRuneInString(src[i:])
+				if r == '_' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+					i += n
+					continue
+				}
+				break
+			}
+			if i == start { // a non-letter multi-byte rune
+				_, n := utf8.DecodeRuneInString(src[i:])
+				i += n
+				toks = append(toks, Token{Kind: TokPunct, Text: src[start:i], Start: start, End: i})
+				continue
+			}
+			toks = append(toks, Token{Kind: TokIdent, Text: src[start:i], Start: start, End: i})
+		default:
+			start := i
+			two := ""
+			if i+1 < len(src) {
+				two = src[i : i+2]
+			}
+			switch two {
+			case "<=", ">=", "<>", "!=", "||", "::":
+				i += 2
+			default:
+				i++
+			}
+			toks = append(toks, Token{Kind: TokPunct, Text: src[start:i], Start: start, End: i})
+		}
+	}
+	return toks, nil
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// syntaxAt builds a 42601 error pointing at byte offset off of src.
+func syntaxAt(src string, off int, format string, args ...any) *Error {
+	return Errorf(CodeSyntax, "syntax error: "+format, args...).WithPos(charPos(src, off))
+}
+
+// charPos converts a byte offset into PostgreSQL's 1-based character position.
+func charPos(src string, off int) int {
+	if off > len(src) {
+		off = len(src)
+	}
+	if off < 0 {
+		off = 0
+	}
+	return utf8.RuneCountInString(src[:off]) + 1
+}
+
+// Split cuts a script into statements at top-level semicolons, respecting
+// quotes and comments. Empty statements are dropped.
+func Split(src string) []string {
+	var out []string
+	start := 0
+	i := 0
+	for i < len(src) {
+		c := src[i]
+		switch {
+		case c == '\'' || c == '"':
+			i++
+			for i < len(src) {
+				if src[i] == c {
+					if i+1 < len(src) && src[i+1] == c {
+						i += 2
+						continue
+					}
+					break
+				}
+				i++
+			}
+			i++
+		case c == '-' && i+1 < len(src) && src[i+1] == '-':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			end := strings.Index(src[i+2:], "*/")
+			if end < 0 {
+				i = len(src)
+			} else {
+				i += end + 4
+			}
+		case c == ';':
+			if s := strings.TrimSpace(src[start:i]); s != "" && !onlyComments(s) {
+				out = append(out, s)
+			}
+			i++
+			start = i
+		default:
+			i++
+		}
+	}
+	if start < len(src) {
+		if s := strings.TrimSpace(src[start:]); s != "" && !onlyComments(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func onlyComments(s string) bool {
+	toks, err := Lex(s)
+	return err == nil && len(toks) == 0
+}

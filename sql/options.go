@@ -1,0 +1,88 @@
+package sql
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Option is one `key = value` of a WITH clause, as written.
+type Option struct {
+	Value    string // unquoted text of the value
+	IsString bool   // it was a quoted string
+	Millis   int64  // for INTERVAL values, the length in milliseconds
+	Interval bool
+	Pos      int // 1-based character position of the value
+}
+
+// Options is a WITH clause, keyed by lower-cased option name.
+type Options map[string]Option
+
+// Keys lists the option names (unordered).
+func (o Options) Keys() []string {
+	ks := make([]string, 0, len(o))
+	for k := range o {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// String reads a text option; def when absent.
+func (o Options) String(key, def string) string {
+	if v, ok := o[key]; ok {
+		return v.Value
+	}
+	return def
+}
+
+// Int reads an integer option; def when absent, a 22023 error when malformed.
+func (o Options) Int(key string, def int) (int, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v.Value))
+	if err != nil {
+		return 0, Errorf(CodeInvalidParameter, "option %s must be an integer, got %q", key, v.Value).WithPos(v.Pos)
+	}
+	return n, nil
+}
+
+// Millis reads a duration option written as an INTERVAL, a quoted interval
+// ('5 seconds') or a number of milliseconds.
+func (o Options) Millis(key string, def int64) (int64, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	if v.Interval {
+		return v.Millis, nil
+	}
+	if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+		return n, nil
+	}
+	toks, err := Lex("INTERVAL '" + strings.ReplaceAll(v.Value, "'", "''") + "'")
+	if err == nil {
+		if ms, _, err := parseInterval("", toks, 0); err == nil {
+			return ms, nil
+		}
+	}
+	return 0, Errorf(CodeInvalidParameter, "option %s must be an interval such as INTERVAL '5' SECOND, got %q", key, v.Value).WithPos(v.Pos)
+}
+
+// Check refuses options not in allowed, naming the first unknown one.
+func (o Options) Check(what string, allowed ...string) error {
+	for k, v := range o {
+		found := false
+		for _, a := range allowed {
+			if a == k {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return Errorf(CodeInvalidParameter, "unknown %s option %q", what, k).
+				WithHint("valid options: %s", strings.Join(allowed, ", ")).WithPos(v.Pos)
+		}
+	}
+	return nil
+}

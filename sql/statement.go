@@ -1,0 +1,89 @@
+package sql
+
+import (
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// Statement is one parsed statement of the TurbineSQL dialect.
+type Statement interface{ statement() }
+
+// CreateSource declares a Kafka topic as a relation.
+type CreateSource struct {
+	Name        string
+	IfNotExists bool
+	Columns     []ColumnDef
+	Watermark   *Watermark
+	Options     Options
+}
+
+// ColumnDef is one column of a source.
+type ColumnDef struct {
+	Name string
+	Type types.Type
+	Pos  int
+}
+
+// Watermark is `WATERMARK FOR col AS col - INTERVAL ...`.
+type Watermark struct {
+	Column  string
+	DelayMs int64
+	Pos     int
+}
+
+// CreateStream starts a continuous query.
+type CreateStream struct {
+	Name        string
+	IfNotExists bool
+	Options     Options
+	Query       *ast.SelectStmt
+	QueryText   string // the SELECT as the user wrote it
+	QueryPos    int    // byte offset of the SELECT in the statement
+}
+
+// Insert writes rows to a source's topic.
+type Insert struct {
+	Table   string
+	Columns []string
+	Rows    [][]ast.ExprNode
+}
+
+// Select is a bounded query over a topic.
+type Select struct {
+	Stmt *ast.SelectStmt
+}
+
+// Flush waits for every running stream to process what was written before it.
+type Flush struct{}
+
+// Show is SHOW SOURCES, SHOW STREAMS or SHOW <variable>.
+type Show struct{ What string }
+
+// Describe is DESCRIBE name.
+type Describe struct{ Name string }
+
+// Drop is DROP STREAM|SOURCE [IF EXISTS] name.
+type Drop struct {
+	Kind     string // "STREAM" or "SOURCE"
+	Name     string
+	IfExists bool
+}
+
+// Explain is EXPLAIN <statement>.
+type Explain struct{ Stmt Statement }
+
+// Noop is a statement accepted for client compatibility with no effect:
+// BEGIN, COMMIT, ROLLBACK, SET. Tag is the command tag to answer with.
+type Noop struct{ Tag string }
+
+func (*CreateSource) statement() {}
+func (*CreateStream) statement() {}
+func (*Insert) statement()       {}
+func (*Select) statement()       {}
+func (*Flush) statement()        {}
+func (*Show) statement()         {}
+func (*Describe) statement()     {}
+func (*Drop) statement()         {}
+func (*Explain) statement()      {}
+func (*Noop) statement()         {}

@@ -1,0 +1,77 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+)
+
+// KeyGroups is the number of key groups keyed state is split into. Partition
+// p of N owns the groups g with g mod N == p; when N divides 960 those are
+// exactly the keys Kafka delivers to p, because (h mod 960) mod N == h mod N.
+const KeyGroups = 960
+
+// KeyGroup is the key group of a partition-key value (its UTF-8 text; an
+// integer in decimal).
+func KeyGroup(key []byte) uint16 { return uint16(PositiveHash(key) % KeyGroups) }
+
+// OwnerOf is the partition of n that owns key group g.
+func OwnerOf(g uint16, n int) int32 { return int32(int(g) % n) }
+
+// ValidCounts lists the partition counts that divide 960.
+func ValidCounts() []int {
+	var out []int
+	for n := 1; n <= KeyGroups; n++ {
+		if KeyGroups%n == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// NearestValid returns the closest valid counts below and above n (one of
+// them is 0 when there is none on that side).
+func NearestValid(n int) (below, above int) {
+	vs := ValidCounts()
+	i := sort.SearchInts(vs, n)
+	if i < len(vs) {
+		above = vs[i]
+	}
+	if i > 0 {
+		below = vs[i-1]
+	}
+	return below, above
+}
+
+// DivisorError explains a partition count that does not divide 960.
+type DivisorError struct {
+	Topic  string
+	Count  int
+	Option string // the option that sets the count, for internal topics
+}
+
+func (e *DivisorError) Error() string {
+	below, above := NearestValid(e.Count)
+	closest := ""
+	switch {
+	case below > 0 && above > 0:
+		closest = fmt.Sprintf("%d and %d", below, above)
+	case below > 0:
+		closest = fmt.Sprint(below)
+	default:
+		closest = fmt.Sprint(above)
+	}
+	how := "recreate the topic with a valid count"
+	if e.Option != "" {
+		how = "set " + e.Option + " to a valid count"
+	}
+	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state could never be rescaled (closest valid counts: %s); %s, or set TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 to start anyway",
+		e.Topic, e.Count, closest, how)
+}
+
+// CheckDivisor returns a *DivisorError when n does not divide 960.
+func CheckDivisor(topic string, n int, option string) error {
+	if n > 0 && KeyGroups%n == 0 {
+		return nil
+	}
+	return &DivisorError{Topic: topic, Count: n, Option: option}
+}

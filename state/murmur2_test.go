@@ -1,0 +1,53 @@
+package state
+
+import "testing"
+
+// Expected partitions are what Kafka's Java client
+// (BuiltInPartitioner.partitionForKey) computes for these keys.
+func TestPartitionForMatchesJavaClient(t *testing.T) {
+	cases := []struct {
+		key          string
+		n4, n7, n960 int32
+	}{
+		{"a", 0, 5, 124},
+		{"tenant-1", 3, 2, 331},
+		{"42", 0, 3, 172},
+	}
+	for _, c := range cases {
+		for _, pc := range []struct {
+			n    int
+			want int32
+		}{{4, c.n4}, {7, c.n7}, {960, c.n960}} {
+			if got := PartitionFor([]byte(c.key), pc.n); got != pc.want {
+				t.Errorf("PartitionFor(%q, %d) = %d, want %d", c.key, pc.n, got, pc.want)
+			}
+		}
+	}
+}
+
+func TestKeyGroupOwnership(t *testing.T) {
+	keys := []string{"a", "b", "tenant-1", "42", "", "user-123456", "ünïcødé"}
+	for _, n := range ValidCounts() {
+		for _, k := range keys {
+			g := KeyGroup([]byte(k))
+			if got, want := OwnerOf(g, n), PartitionFor([]byte(k), n); got != want {
+				t.Errorf("n=%d key=%q: group %d owned by %d, Kafka places key on %d", n, k, g, got, want)
+			}
+		}
+	}
+}
+
+func TestNearestValid(t *testing.T) {
+	cases := []struct{ n, below, above int }{
+		{7, 6, 8}, {9, 8, 10}, {100, 96, 120}, {961, 960, 0}, {13, 12, 15},
+	}
+	for _, c := range cases {
+		b, a := NearestValid(c.n)
+		if b != c.below || a != c.above {
+			t.Errorf("NearestValid(%d) = %d,%d want %d,%d", c.n, b, a, c.below, c.above)
+		}
+	}
+	if len(ValidCounts()) != 28 {
+		t.Errorf("want 28 divisors of 960, got %d", len(ValidCounts()))
+	}
+}

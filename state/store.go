@@ -1,0 +1,213 @@
+// Package state is the Pebble store of keyed stream state. Accumulators are
+// keyed by (stream, key group, key, window); beside them each stream keeps,
+// per input partition, the offset its state has applied and the partition's
+// event-time progress, always written in the same Pebble batch as the state
+// they describe, so state and position never disagree after a crash.
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Store is one Pebble database holding the state of every stream.
+type Store struct {
+	db *pebble.DB
+}
+
+// pebbleLogger routes Pebble's messages to slog at debug level, so its WAL
+// chatter does not reach stderr.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...)) // Pebble's contract: Fatalf does not return
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db, err := pebble.Open(dir, &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{l: log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open state store %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+const (
+	prefixAcc  = 'a'
+	prefixPart = 'p'
+)
+
+func streamPrefix(kind byte, stream string) []byte {
+	b := make([]byte, 0, len(stream)+2)
+	b = append(b, kind)
+	b = append(b, stream...)
+	return append(b, 0)
+}
+
+// AccKey encodes (stream, key group, key, window start) so that one
+// stream's state is one contiguous range, ordered by key group.
+func AccKey(stream string, kg uint16, key []byte, window int64) []byte {
+	b := streamPrefix(prefixAcc, stream)
+	b = binary.BigEndian.AppendUint16(b, kg)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	return binary.BigEndian.AppendUint64(b, uint64(window)^(1<<63))
+}
+
+func decodeAccKey(stream string, k []byte) (kg uint16, key []byte, window int64, err error) {
+	rest := k[len(stream)+2:]
+	if len(rest) < 2 {
+		return 0, nil, 0, errCorruptKey
+	}
+	kg = binary.BigEndian.Uint16(rest)
+	rest = rest[2:]
+	l, n := binary.Uvarint(rest)
+	if n <= 0 || uint64(len(rest)-n) < l+8 {
+		return 0, nil, 0, errCorruptKey
+	}
+	key = rest[n : n+int(l)]
+	window = int64(binary.BigEndian.Uint64(rest[n+int(l):]) ^ (1 << 63))
+	return kg, key, window, nil
+}
+
+var errCorruptKey = errors.New("state: corrupt key")
+
+// PartitionMeta is what a stream has applied from one input partition.
+type PartitionMeta struct {
+	Offset  int64 // next offset to read
+	MaxTime int64 // max event time seen (millis); the partition watermark derives from it
+	HasTime bool
+}
+
+func partKey(stream string, p int32) []byte {
+	return binary.BigEndian.AppendUint32(streamPrefix(prefixPart, stream), uint32(p))
+}
+
+// Batch collects one commit of a stream's state.
+type Batch struct {
+	b      *pebble.Batch
+	stream string
+}
+
+// NewBatch starts a batch for stream.
+func (s *Store) NewBatch(stream string) *Batch {
+	return &Batch{b: s.db.NewBatch(), stream: stream}
+}
+
+// PutAcc stores the accumulators of one (key, window).
+func (b *Batch) PutAcc(kg uint16, key []byte, window int64, val []byte) error {
+	return b.b.Set(AccKey(b.stream, kg, key, window), val, nil)
+}
+
+// DeleteAcc removes the accumulators of a closed (key, window).
+func (b *Batch) DeleteAcc(kg uint16, key []byte, window int64) error {
+	return b.b.Delete(AccKey(b.stream, kg, key, window), nil)
+}
+
+// PutPartition records what the state has applied from partition p.
+func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
+	v := binary.AppendVarint(nil, m.Offset)
+	v = binary.AppendVarint(v, m.MaxTime)
+	has := byte(0)
+	if m.HasTime {
+		has = 1
+	}
+	return b.b.Set(partKey(b.stream, p), append(v, has), nil)
+}
+
+// Commit writes the batch durably (fsync).
+func (b *Batch) Commit() error {
+	defer b.b.Close()
+	if err := b.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("commit state of %s: %w", b.stream, err)
+	}
+	return nil
+}
+
+// Close discards an uncommitted batch.
+func (b *Batch) Close() { _ = b.b.Close() }
+
+// Partitions loads a stream's per-partition metadata.
+func (s *Store) Partitions(stream string) (map[int32]PartitionMeta, error) {
+	out := map[int32]PartitionMeta{}
+	pre := streamPrefix(prefixPart, stream)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) != len(pre)+4 {
+			return nil, errCorruptKey
+		}
+		p := int32(binary.BigEndian.Uint32(k[len(pre):]))
+		off, n := binary.Varint(v)
+		mt, m := binary.Varint(v[n:])
+		if n <= 0 || m <= 0 || len(v) != n+m+1 {
+			return nil, fmt.Errorf("state: corrupt partition metadata of %s/%d", stream, p)
+		}
+		out[p] = PartitionMeta{Offset: off, MaxTime: mt, HasTime: v[n+m] == 1}
+	}
+	return out, it.Error()
+}
+
+// Accs calls fn for every stored (key group, key, window) of stream, in key
+// order. key and val are only valid during the call.
+func (s *Store) Accs(stream string, fn func(kg uint16, key []byte, window int64, val []byte) error) error {
+	pre := streamPrefix(prefixAcc, stream)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		kg, key, w, err := decodeAccKey(stream, it.Key())
+		if err != nil {
+			return err
+		}
+		if err := fn(kg, key, w, it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// DropStream deletes every key of stream (its state and positions).
+func (s *Store) DropStream(stream string) error {
+	for _, k := range []byte{prefixAcc, prefixPart} {
+		pre := streamPrefix(k, stream)
+		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
+			return fmt.Errorf("drop state of %s: %w", stream, err)
+		}
+	}
+	return nil
+}
+
+// upper is the smallest key greater than every key with prefix pre. pre
+// ends in 0x00, so bumping that byte is enough.
+func upper(pre []byte) []byte {
+	u := append([]byte(nil), pre...)
+	u[len(u)-1]++
+	return u
+}
