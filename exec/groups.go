@@ -148,3 +148,18 @@ func (t *GroupTable) Dirty() []uint32 {
 	}
 	return out
 }
+
+// AllSlots lists every live slot ordered by window then key (a bounded
+// query emits them all at the end).
+func (t *GroupTable) AllSlots() []uint32 {
+	ws := make([]int64, 0, len(t.byWindow))
+	for w := range t.byWindow {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	var out []uint32
+	for _, w := range ws {
+		out = append(out, t.WindowSlots(w)...)
+	}
+	return out
+}

@@ -403,6 +403,9 @@ func (s *scope) arith(op byte, l, r exec.Expr) (exec.Expr, error) {
 
 func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 	name := strings.ToUpper(x.FnName.O)
+	if x.FnName.L == ast.TimestampLiteral || x.FnName.L == ast.DateLiteral {
+		name = "TIMESTAMPLITERAL"
+	}
 	switch name {
 	case strings.ToUpper(sql.IntervalFunc):
 		ms, err := intArg(x, 0)
@@ -410,7 +413,7 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 			return nil, err
 		}
 		return &exec.Literal{V: ms, T: types.Interval}, nil
-	case "TIMESTAMPLITERAL", "DATELITERAL":
+	case "TIMESTAMPLITERAL":
 		if len(x.Args) == 1 {
 			if v, ok := x.Args[0].(*driver.ValueExpr); ok {
 				if str, ok := v.GetValue().(string); ok {
@@ -597,4 +600,31 @@ func (s *scope) aggRef(i int) exec.Expr {
 	}
 	c := s.agg.calls[i]
 	return &exec.ColRef{Idx: base + i, Name: strings.ToLower(c.Spec.Name), T: c.Type}
+}
+
+// Constant evaluates a constant expression (an INSERT value) as type t, with
+// the same coercions a comparison would apply.
+func Constant(n ast.ExprNode, t types.Type, src string) (any, error) {
+	s := &scope{src: src, noAggs: "VALUES"}
+	e, err := s.compile(n)
+	if err != nil {
+		return nil, err
+	}
+	et := e.Type()
+	switch {
+	case et == types.Unknown:
+		return nil, nil
+	case et == t:
+	case et.Numeric() && t.Numeric(), et == types.Text:
+		e = &exec.Cast{X: e, To: t}
+	case t == types.Text:
+		e = &exec.Cast{X: e, To: t}
+	default:
+		return nil, sql.Errorf(sql.CodeDatatypeMismatch, "value %s is %s, the column is %s", restore(n), lower(et), lower(t))
+	}
+	v, err := e.Eval(&exec.Batch{N: 1})
+	if err != nil {
+		return nil, err
+	}
+	return v.Value(0), nil
 }

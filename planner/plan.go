@@ -340,11 +340,10 @@ func fieldName(f *ast.SelectField) string {
 	case *ast.AggregateFuncExpr:
 		return strings.ToLower(x.F)
 	case *ast.FuncCallExpr:
-		n := strings.ToLower(x.FnName.O)
-		if n == "timestampliteral" {
+		if x.FnName.L == ast.TimestampLiteral || x.FnName.L == ast.DateLiteral {
 			return "timestamp"
 		}
-		return n
+		return strings.ToLower(x.FnName.O)
 	case *ast.FuncCastExpr:
 		if e, ok := x.Expr.(*ast.ColumnNameExpr); ok {
 			return e.Name.Name.O

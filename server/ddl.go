@@ -1,0 +1,255 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic"}
+var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee"}
+
+// sourceFrom validates a CREATE SOURCE into a catalog entry; every option
+// is checked here, once, with an error naming it.
+func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
+	o := st.Options
+	if err := o.Check("source", sourceOptions...); err != nil {
+		return nil, err
+	}
+	src := &catalog.Source{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
+	seen := map[string]bool{}
+	for _, c := range st.Columns {
+		if seen[strings.ToLower(c.Name)] {
+			return nil, sql.Errorf("42701", "column %q specified more than once", c.Name).WithPos(c.Pos)
+		}
+		seen[strings.ToLower(c.Name)] = true
+		src.Schema = append(src.Schema, types.Field{Name: c.Name, Type: c.Type})
+	}
+	if len(src.Schema) == 0 {
+		return nil, sql.Errorf(sql.CodeSyntax, "a source needs at least one column")
+	}
+	if src.Format = strings.ToLower(o.String("format", "json")); src.Format != "json" {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "format %q is not supported", src.Format).WithPos(o["format"].Pos).WithHint("use format = 'json'")
+	}
+	n, err := o.Int("partitions", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, given := o["partitions"]; given && n < 1 {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions must be at least 1, got %d", n).WithPos(o["partitions"].Pos)
+	}
+	src.Partitions = n
+	if pk, ok := o["partition_key"]; ok {
+		i := src.Schema.Index(pk.Value)
+		if i < 0 {
+			return nil, sql.Errorf(sql.CodeUndefinedColumn, "partition_key %q is not a column of %s", pk.Value, st.Name).WithPos(pk.Pos)
+		}
+		src.PartitionKey = src.Schema[i].Name
+	}
+	if h, ok := o["partition_hash"]; ok {
+		if !strings.EqualFold(h.Value, "murmur2") {
+			return nil, sql.Errorf(sql.CodeInvalidParameter, "partition_hash %q is not supported", h.Value).WithPos(h.Pos).WithHint("the only declared hash is 'murmur2'")
+		}
+		src.PartitionHash = "murmur2"
+	}
+	switch src.OnError = strings.ToLower(o.String("on_error", "fail")); src.OnError {
+	case "fail", "skip", "dlq":
+	default:
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "on_error %q is not valid", src.OnError).WithPos(o["on_error"].Pos).WithHint("use 'fail', 'skip' or 'dlq'")
+	}
+	src.DLQTopic = o.String("dlq_topic", src.Topic+".dlq")
+	if st.Watermark != nil {
+		i := src.Schema.Index(st.Watermark.Column)
+		if i < 0 {
+			return nil, sql.Errorf(sql.CodeUndefinedColumn, "WATERMARK FOR %q: no such column", st.Watermark.Column).WithPos(st.Watermark.Pos)
+		}
+		if src.Schema[i].Type != types.Timestamp {
+			return nil, sql.Errorf(sql.CodeDatatypeMismatch, "WATERMARK FOR %s: column is %s, not TIMESTAMP", st.Watermark.Column, src.Schema[i].Type).WithPos(st.Watermark.Pos)
+		}
+		src.Watermark = &catalog.Watermark{Column: src.Schema[i].Name, DelayMs: st.Watermark.DelayMs}
+	}
+	return src, nil
+}
+
+func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text string, persist bool) (*pgwire.Result, error) {
+	src, err := sourceFrom(st, text)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, exists := s.cat.Relation(src.Name); exists && persist {
+		if st.IfNotExists {
+			return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
+		}
+		return nil, &catalog.ErrExists{Name: src.Name}
+	}
+	want := src.Partitions
+	if want == 0 {
+		want = 1
+	}
+	have, err := s.kafka.ensureTopic(ctx, src.Topic, want, nil)
+	if err != nil {
+		return nil, err
+	}
+	if persist && src.Partitions > 0 && have != src.Partitions {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "topic %q exists with %d partitions, not the %d declared", src.Topic, have, src.Partitions).
+			WithPos(st.Options["partitions"].Pos).WithHint("declare partitions = %d, or omit partitions to take the topic as it is", have)
+	}
+	if src.OnError == "dlq" {
+		if _, err := s.kafka.ensureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.cat.AddSource(src, persist); err != nil {
+		return nil, err
+	}
+	return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
+}
+
+// planStream validates a CREATE STREAM and plans it.
+func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream, *planner.Plan, error) {
+	o := st.Options
+	if err := o.Check("stream", streamOptions...); err != nil {
+		return nil, nil, err
+	}
+	def := &catalog.Stream{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
+	def.Options.Strategy = strings.ToLower(o.String("strategy", "auto"))
+	switch def.Options.Guarantee = strings.ToLower(o.String("processing_guarantee", "at_least_once")); def.Options.Guarantee {
+	case "at_least_once":
+	case "exactly_once":
+		return nil, nil, sql.Errorf(sql.CodeNotSupported, "processing_guarantee 'exactly_once' is not supported yet").WithPos(o["processing_guarantee"].Pos)
+	default:
+		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "processing_guarantee %q is not valid", def.Options.Guarantee).
+			WithPos(o["processing_guarantee"].Pos).WithHint("use 'at_least_once' or 'exactly_once'")
+	}
+	n, err := o.Int("partitions", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, given := o["partitions"]; given && n < 1 {
+		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "partitions must be at least 1, got %d", n).WithPos(o["partitions"].Pos)
+	}
+	def.Partitions = n
+	p, err := planner.BuildStream(s.cat, st.Query, text, def.Options.Strategy)
+	if err != nil {
+		return nil, nil, err
+	}
+	def.Input = p.Input.Name
+	def.Schema = p.Output
+	if def.Topic == p.Input.Topic {
+		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "stream %s would write to its own input topic %q", st.Name, def.Topic).WithHint("set topic = '...' to another topic")
+	}
+	return def, p, nil
+}
+
+func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text string, persist bool) (*pgwire.Result, error) {
+	def, p, err := s.planStream(st, text)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, exists := s.cat.Relation(def.Name); exists && persist {
+		if st.IfNotExists {
+			return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+		}
+		return nil, &catalog.ErrExists{Name: def.Name}
+	}
+	nIn, err := s.kafka.partitions(ctx, p.Input.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if nIn == 0 {
+		return nil, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
+	}
+	if p.Aggregate && p.PartitionKey >= 0 {
+		if err := state.CheckDivisor(p.Input.Topic, nIn, ""); err != nil {
+			if !s.cfg.AllowNonDivisor {
+				return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
+			}
+			s.log.Warn("starting on a partition count that does not divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)", "stream", def.Name, "detail", err.Error())
+		}
+	}
+	outN := def.Partitions
+	if outN == 0 {
+		outN = nIn
+	}
+	have, err := s.kafka.ensureTopic(ctx, def.Topic, outN, nil)
+	if err != nil {
+		return nil, err
+	}
+	if persist && def.Partitions > 0 && have != def.Partitions {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "output topic %q exists with %d partitions, not the %d declared", def.Topic, have, def.Partitions).
+			WithPos(st.Options["partitions"].Pos)
+	}
+	if persist {
+		// A new stream starts from nothing, whatever an earlier one of the same name left.
+		if err := s.store.DropStream(def.Name); err != nil {
+			return nil, err
+		}
+	}
+	r, err := newRunner(s, def, p, nIn, have)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cat.AddStream(def, persist); err != nil {
+		return nil, err
+	}
+	if err := r.start(); err != nil {
+		_ = s.cat.Drop(catalog.KindStream, def.Name)
+		return nil, err
+	}
+	s.runners[def.Name] = r
+	return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+}
+
+func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := catalog.KindSource
+	if st.Kind == "STREAM" {
+		kind = catalog.KindStream
+	}
+	var exists bool
+	if kind == catalog.KindSource {
+		_, exists = s.cat.Source(st.Name)
+	} else {
+		_, exists = s.cat.Stream(st.Name)
+	}
+	if !exists {
+		if st.IfExists {
+			return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
+		}
+		if _, other := s.cat.Relation(st.Name); other {
+			return nil, sql.Errorf("42809", "%q is not a %s", st.Name, strings.ToLower(st.Kind)).WithHint("use DROP %s", otherKind(st.Kind))
+		}
+		return nil, &catalog.ErrNotFound{Name: st.Name}
+	}
+	if err := s.cat.Drop(kind, st.Name); err != nil {
+		return nil, err
+	}
+	if r, ok := s.runners[st.Name]; ok {
+		r.stop()
+		delete(s.runners, st.Name)
+		if err := s.store.DropStream(st.Name); err != nil {
+			return nil, err
+		}
+		s.metrics.forget(st.Name)
+	}
+	return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
+}
+
+func otherKind(k string) string {
+	if k == "STREAM" {
+		return "SOURCE"
+	}
+	return "STREAM"
+}

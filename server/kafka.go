@@ -1,0 +1,205 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startEmbeddedBroker runs kfake in process, listening on addr, persisting
+// its topics under dir so they survive a restart.
+func startEmbeddedBroker(addr, dir string) (*kfake.Cluster, error) {
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.DataDir(dir),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
+		kfake.BrokerConfigs(map[string]string{"group.initial.rebalance.delay.ms": "0"}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded Kafka broker on %s: %w (is the port taken? pass --kafka-addr)", addr, err)
+	}
+	return c, nil
+}
+
+// kafka wraps the clients the server shares: an admin client and a producer
+// that places every record itself (ManualPartitioner), so keyed records land
+// where Kafka's Java client would put them.
+type kafka struct {
+	brokers []string
+	cl      *kgo.Client
+	adm     *kadm.Client
+}
+
+func newKafka(brokers []string) (*kafka, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MetadataMinAge(250*time.Millisecond),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
+	}
+	return &kafka{brokers: brokers, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (k *kafka) close() { k.cl.Close() }
+
+// ping checks the cluster answers, so a wrong --brokers fails at start.
+func (k *kafka) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := k.adm.BrokerMetadata(ctx); err != nil {
+		return fmt.Errorf("cannot reach Kafka at %v: %w", k.brokers, err)
+	}
+	return nil
+}
+
+// partitions returns the partition count of topic, 0 if it does not exist.
+func (k *kafka) partitions(ctx context.Context, topic string) (int, error) {
+	td, err := k.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	t, ok := td[topic]
+	if !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return 0, nil
+	}
+	if t.Err != nil {
+		return 0, fmt.Errorf("describe topic %s: %w", topic, t.Err)
+	}
+	return len(t.Partitions), nil
+}
+
+// ensureTopic creates topic with n partitions if missing and returns its
+// actual count. configs are topic configs (nil: broker defaults).
+func (k *kafka) ensureTopic(ctx context.Context, topic string, n int, configs map[string]*string) (int, error) {
+	have, err := k.partitions(ctx, topic)
+	if err != nil || have > 0 {
+		return have, err
+	}
+	resp, err := k.adm.CreateTopic(ctx, int32(n), 1, configs, topic)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return 0, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+		return 0, fmt.Errorf("create topic %s: %w", topic, resp.Err)
+	}
+	// Wait until metadata shows the topic, so the next produce finds it.
+	for i := 0; i < 100; i++ {
+		if have, err = k.partitions(ctx, topic); err == nil && have > 0 {
+			return have, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("topic %s was created but does not show in metadata", topic)
+}
+
+// endOffsets returns the log end offset of each partition of topic.
+func (k *kafka) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	lo, err := k.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var ferr error
+	lo.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, ferr
+}
+
+// produceSync writes records and waits for every acknowledgement.
+func (k *kafka) produceSync(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return k.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// readAll reads topic from the start of every partition to its end at the
+// time of the call and hands each record to fn, in partition then offset
+// order.
+func (k *kafka) readAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
+	ends, err := k.endOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	starts, err := k.adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	assign := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	for p, end := range ends {
+		start := int64(0)
+		if so, ok := starts.Lookup(topic, p); ok {
+			start = so.Offset
+		}
+		if end > start {
+			assign[p] = kgo.NewOffset().At(start)
+			remaining[p] = end
+		}
+	}
+	if len(assign) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(k.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	byPart := map[int32][]*kgo.Record{}
+	for len(remaining) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, fe := range fs.Errors() {
+			return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			byPart[r.Partition] = append(byPart[r.Partition], r)
+			if r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+		})
+	}
+	parts := make([]int32, 0, len(byPart))
+	for p := range byPart {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	for _, p := range parts {
+		for _, r := range byPart[p] {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package server
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the engine's Prometheus series, registered on the server's
+// own registry (never the global one, so tests can run several servers).
+type metrics struct {
+	reg          *prometheus.Registry
+	recordsIn    *prometheus.CounterVec
+	recordsOut   *prometheus.CounterVec
+	lateRows     *prometheus.CounterVec
+	decodeErrors *prometheus.CounterVec
+	watermark    *prometheus.GaugeVec
+	watermarkLag *prometheus.GaugeVec
+	batchSeconds *prometheus.HistogramVec
+	openGroups   *prometheus.GaugeVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_records_in_total", Help: "Input records read by a stream, per input partition.",
+		}, []string{"stream", "partition"}),
+		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_records_out_total", Help: "Records a stream wrote to its output topic.",
+		}, []string{"stream"}),
+		lateRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_late_rows_total", Help: "Rows dropped because their window had already closed.",
+		}, []string{"stream"}),
+		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_decode_errors_total", Help: "Undecodable input records, by the on_error policy that handled them.",
+		}, []string{"stream", "policy"}),
+		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_watermark_ms", Help: "A stream's event-time watermark (epoch millis).",
+		}, []string{"stream"}),
+		watermarkLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_watermark_lag_ms", Help: "Wall clock minus the stream's watermark.",
+		}, []string{"stream"}),
+		batchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "turbine_batch_seconds", Help: "Time to process one fetched batch, commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"stream"}),
+		openGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_open_groups", Help: "Open (key, window) groups held by a stream.",
+		}, []string{"stream"}),
+	}
+	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.lateRows, m.decodeErrors, m.watermark, m.watermarkLag, m.batchSeconds, m.openGroups,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// forget drops a dropped stream's series.
+func (m *metrics) forget(stream string) {
+	l := prometheus.Labels{"stream": stream}
+	m.recordsIn.DeletePartialMatch(l)
+	m.recordsOut.DeletePartialMatch(l)
+	m.lateRows.DeletePartialMatch(l)
+	m.decodeErrors.DeletePartialMatch(l)
+	m.watermark.DeletePartialMatch(l)
+	m.watermarkLag.DeletePartialMatch(l)
+	m.batchSeconds.DeletePartialMatch(l)
+	m.openGroups.DeletePartialMatch(l)
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/sql"
+)
+
+// decodeChunk is how many records a bounded read decodes per batch.
+const decodeChunk = 4096
+
+// query runs a bounded SELECT: the topic from its start to its end now.
+func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwire.Result, error) {
+	p, err := planner.BuildQuery(s.cat, st.Stmt, text)
+	if err != nil {
+		return nil, err
+	}
+	var ag *exec.Aggregator
+	if p.Aggregate {
+		if ag, err = buildAggregator(p); err != nil {
+			return nil, err
+		}
+	}
+	dec := exec.NewJSONDecoder(p.Input.Schema, nil)
+	policy := "fail"
+	if p.Input.Source != nil {
+		policy = p.Input.Source.OnError
+	}
+	var rows [][]any
+	var chunk []*kgo.Record
+	consume := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		values := make([][]byte, len(chunk))
+		for i, r := range chunk {
+			values[i] = r.Value
+		}
+		rec, _, derrs := dec.Decode(values)
+		defer rec.Release()
+		if len(derrs) > 0 && policy == "fail" {
+			r := chunk[derrs[0].Index]
+			return sql.Errorf("22P02", "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err).
+				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", p.Input.Name)
+		}
+		chunk = chunk[:0]
+		b := exec.BatchOf(rec, p.Input.Schema)
+		if ag != nil {
+			_, err := ag.Consume(b, 0, false)
+			return err
+		}
+		fb, err := exec.FilterBatch(b, p.Filter)
+		if err != nil {
+			return err
+		}
+		out, err := exec.Project(fb, p.Project)
+		rows = append(rows, out...)
+		return err
+	}
+	err = s.kafka.readAll(ctx, p.Input.Topic, func(r *kgo.Record) error {
+		chunk = append(chunk, r)
+		if len(chunk) >= decodeChunk {
+			return consume()
+		}
+		return nil
+	})
+	if err == nil {
+		err = consume()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ag != nil {
+		b, err := ag.Emit(ag.Table.AllSlots())
+		if err != nil {
+			return nil, err
+		}
+		if b, err = exec.FilterBatch(b, p.Having); err != nil {
+			return nil, err
+		}
+		if rows, err = exec.Project(b, p.Project); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.OrderBy) > 0 {
+		sort.SliceStable(rows, func(i, j int) bool {
+			for _, k := range p.OrderBy {
+				c := compareValues(rows[i][k.Idx], rows[j][k.Idx])
+				if c != 0 {
+					return (c < 0) != k.Desc
+				}
+			}
+			return false
+		})
+	}
+	if p.Limit >= 0 && int64(len(rows)) > p.Limit {
+		rows = rows[:p.Limit]
+	}
+	cols := make([]pgwire.Column, len(p.Output))
+	for i, f := range p.Output {
+		cols[i] = pgwire.Column{Name: f.Name, OID: f.Type.OID()}
+	}
+	return &pgwire.Result{Columns: cols, Rows: rows, Tag: "SELECT " + strconv.Itoa(len(rows))}, nil
+}
+
+// compareValues orders result values; NULL sorts last ascending, as in
+// PostgreSQL.
+func compareValues(a, b any) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return 1
+	case b == nil:
+		return -1
+	}
+	switch x := a.(type) {
+	case int64:
+		switch y := b.(type) {
+		case int64:
+			return cmpOrdered(x, y)
+		case float64:
+			return cmpOrdered(float64(x), y)
+		}
+	case float64:
+		switch y := b.(type) {
+		case float64:
+			return cmpOrdered(x, y)
+		case int64:
+			return cmpOrdered(x, float64(y))
+		}
+	case string:
+		if y, ok := b.(string); ok {
+			return strings.Compare(x, y)
+		}
+	case bool:
+		if y, ok := b.(bool); ok {
+			switch {
+			case x == y:
+				return 0
+			case !x:
+				return -1
+			}
+			return 1
+		}
+	case time.Time:
+		if y, ok := b.(time.Time); ok {
+			return x.Compare(y)
+		}
+	}
+	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+}
+
+func cmpOrdered[T int64 | float64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// flush waits until every running stream has processed everything written
+// to its input before the call, closed the windows that input closes and
+// committed. Streams feeding streams need rounds: it repeats until a round
+// finds no input moved.
+func (s *Server) flush(ctx context.Context) error {
+	var prev map[string]map[int32]int64
+	for round := 0; round < 20; round++ {
+		s.mu.Lock()
+		runners := make([]*runner, 0, len(s.runners))
+		for _, r := range s.runners {
+			runners = append(runners, r)
+		}
+		s.mu.Unlock()
+		ends := map[string]map[int32]int64{}
+		for _, r := range runners {
+			e, ok := ends[r.input.Topic]
+			if !ok {
+				var err error
+				if e, err = s.kafka.endOffsets(ctx, r.input.Topic); err != nil {
+					return err
+				}
+				ends[r.input.Topic] = e
+			}
+		}
+		for _, r := range runners {
+			if err := r.flush(ctx, ends[r.input.Topic]); err != nil {
+				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err).WithHint("SHOW STREAMS shows the stream's error; DROP and re-create it once fixed")
+			}
+		}
+		if sameEnds(prev, ends) {
+			return nil
+		}
+		prev = ends
+	}
+	return nil
+}
+
+func sameEnds(a, b map[string]map[int32]int64) bool {
+	if a == nil || len(a) != len(b) {
+		return a != nil && len(a) == 0 && len(b) == 0
+	}
+	for t, pa := range a {
+		pb, ok := b[t]
+		if !ok || len(pa) != len(pb) {
+			return false
+		}
+		for p, o := range pa {
+			if pb[p] != o {
+				return false
+			}
+		}
+	}
+	return true
+}

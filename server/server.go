@@ -1,0 +1,220 @@
+// Package server composes the engine: the Kafka connection (an embedded
+// broker by default), the catalog, the state store, one runner per stream,
+// the pgwire front door and the HTTP endpoint for metrics.
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// Config is how `turbinesql serve` is started.
+type Config struct {
+	DataDir   string
+	PGAddr    string
+	HTTPAddr  string
+	Brokers   []string // empty: run the embedded broker
+	KafkaAddr string   // embedded broker listen address
+	AppID     string
+	Logger    *slog.Logger
+	// AllowNonDivisor starts keyed streams on partition counts that do not
+	// divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1).
+	AllowNonDivisor bool
+}
+
+// Server is a running TurbineSQL instance.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	broker  *kfake.Cluster
+	kafka   *kafka
+	store   *state.Store
+	cat     *catalog.Catalog
+	metrics *metrics
+	pg      *pgwire.Server
+	pgLn    net.Listener
+	http    *http.Server
+	httpLn  net.Listener
+
+	mu      sync.Mutex // guards runners and DDL
+	runners map[string]*runner
+
+	dlqMu    sync.Mutex
+	dlqParts map[string]int
+}
+
+// Start brings up every component and resumes every stream of the catalog.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.AppID == "" {
+		cfg.AppID = "turbinesql"
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		b, err := startEmbeddedBroker(cfg.KafkaAddr, filepath.Join(cfg.DataDir, "kafka"))
+		if err != nil {
+			return nil, err
+		}
+		s.broker = b
+		brokers = b.ListenAddrs()
+	}
+	k, err := newKafka(brokers)
+	if err != nil {
+		return nil, err
+	}
+	s.kafka = k
+	if err := k.ping(ctx); err != nil {
+		return nil, err
+	}
+	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	clog, err := newCatalogLog(ctx, k, "turbine-"+cfg.AppID+"-catalog")
+	if err != nil {
+		return nil, err
+	}
+	s.cat = catalog.New(clog)
+	if err := s.replayCatalog(ctx, clog); err != nil {
+		return nil, err
+	}
+
+	s.pg = pgwire.NewServer(&backend{srv: s}, pgwire.WithLogger(s.log))
+	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
+		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
+	}
+	go func() { _ = s.pg.Serve(s.pgLn) }()
+	if cfg.HTTPAddr != "" {
+		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("http listen on %s: %w (pass --http-addr)", cfg.HTTPAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = s.http.Serve(s.httpLn) }()
+	}
+	ok = true
+	return s, nil
+}
+
+// PGAddr is the address pgwire listens on.
+func (s *Server) PGAddr() string { return s.pgLn.Addr().String() }
+
+// HTTPAddr is the address of /metrics ("" when disabled).
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// KafkaAddrs are the brokers in use.
+func (s *Server) KafkaAddrs() []string { return s.kafka.brokers }
+
+// Embedded reports whether the in-process broker runs.
+func (s *Server) Embedded() bool { return s.broker != nil }
+
+// Close stops accepting clients, lets every stream finish its batch and
+// persist, then closes state and Kafka.
+func (s *Server) Close() {
+	if s.pg != nil {
+		_ = s.pg.Close()
+	}
+	if s.http != nil {
+		_ = s.http.Close()
+	}
+	s.mu.Lock()
+	for name, r := range s.runners {
+		r.stop()
+		delete(s.runners, name)
+	}
+	s.mu.Unlock()
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.log.Error("close state store", "err", err)
+		}
+	}
+	if s.kafka != nil {
+		s.kafka.close()
+	}
+	if s.broker != nil {
+		s.broker.Close()
+	}
+}
+
+// replayCatalog re-creates every object of the catalog log and restarts
+// the streams, each from its own state's position.
+func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
+	entries, err := clog.load(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, err := s.execDDL(ctx, e.sql, false); err != nil {
+			return fmt.Errorf("restore %s %s from the catalog: %w", e.kind, e.name, err)
+		}
+	}
+	return nil
+}
+
+// dlqPartitions caches the partition count of a dead-letter topic.
+func (s *Server) dlqPartitions(ctx context.Context, topic string) int {
+	s.dlqMu.Lock()
+	defer s.dlqMu.Unlock()
+	if n, ok := s.dlqParts[topic]; ok {
+		return n
+	}
+	n, err := s.kafka.ensureTopic(ctx, topic, 1, nil)
+	if err != nil || n == 0 {
+		return 1
+	}
+	s.dlqParts[topic] = n
+	return n
+}
+
+// buildAggregator makes the hash aggregation operator of a plan.
+func buildAggregator(p *planner.Plan) (*exec.Aggregator, error) {
+	specs := make([]agg.Spec, len(p.Aggs))
+	args := make([][]exec.Expr, len(p.Aggs))
+	for i, a := range p.Aggs {
+		specs[i] = a.Spec
+		args[i] = a.Args
+	}
+	timeIdx, size := -1, int64(0)
+	if p.Window != nil {
+		timeIdx, size = p.Window.TimeIdx, p.Window.SizeMs
+	}
+	return exec.NewAggregator(p.Filter, p.Keys, p.PartitionKey, timeIdx, size, specs, args)
+}
+
+

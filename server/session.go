@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/sql"
+)
+
+// backend adapts the server to the wire protocol.
+type backend struct{ srv *Server }
+
+func (b *backend) NewSession(user, database string) pgwire.Session { return &session{srv: b.srv} }
+
+// session runs the statements of one connection. Sessions hold no state of
+// their own: everything lives in the server.
+type session struct{ srv *Server }
+
+func (s *session) Split(text string) []string { return sql.Split(text) }
+func (s *session) Close()                     {}
+
+// Describe plans a statement without running it. Parameters are bound as
+// NULL for planning; their types are reported unknown.
+func (s *session) Describe(ctx context.Context, text string) (*pgwire.Description, error) {
+	n := sql.ParamCount(text)
+	d := &pgwire.Description{ParamOIDs: make([]uint32, n)}
+	for i := range d.ParamOIDs {
+		d.ParamOIDs[i] = pgwire.OIDText
+	}
+	params := make([]sql.BindValue, n)
+	for i := range params {
+		params[i] = sql.BindValue{Null: true}
+	}
+	bound, err := sql.Bind(text, params)
+	if err != nil {
+		return nil, err
+	}
+	stmt, err := sql.Parse(bound)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := s.srv.columnsOf(stmt, bound)
+	if err != nil {
+		return nil, err
+	}
+	d.Columns = cols
+	return d, nil
+}
+
+func (s *session) Execute(ctx context.Context, text string, params []pgwire.Param) (*pgwire.Result, error) {
+	bound := text
+	if len(params) > 0 {
+		bv := make([]sql.BindValue, len(params))
+		for i, p := range params {
+			bv[i] = sql.BindValue{Text: string(p.Value), Null: p.Value == nil}
+			switch p.OID {
+			case pgwire.OIDInt8, pgwire.OIDInt4, pgwire.OIDInt2, pgwire.OIDFloat8, pgwire.OIDFloat4:
+				bv[i].Numeric = true
+			case pgwire.OIDBool:
+				bv[i].Bool = true
+			}
+		}
+		var err error
+		if bound, err = sql.Bind(text, bv); err != nil {
+			return nil, err
+		}
+	}
+	stmt, err := sql.Parse(bound)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.srv.execute(ctx, stmt, bound)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return res, nil
+}
+
+// classify gives engine errors their SQLSTATE where they do not carry one.
+func classify(err error) error {
+	var se *sql.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	var exists *catalog.ErrExists
+	var notFound *catalog.ErrNotFound
+	var inUse *catalog.ErrInUse
+	switch {
+	case errors.As(err, &exists):
+		return &sql.Error{Code: sql.CodeDuplicateObject, Message: err.Error(), HintMsg: "DROP it first or pick another name", Err: err}
+	case errors.As(err, &notFound):
+		return &sql.Error{Code: sql.CodeUndefinedTable, Message: err.Error(), HintMsg: "SHOW SOURCES and SHOW STREAMS list what exists", Err: err}
+	case errors.As(err, &inUse):
+		return &sql.Error{Code: sql.CodeDependentObjects, Message: err.Error(), HintMsg: "drop the streams that read it first", Err: err}
+	}
+	return &sql.Error{Code: sql.CodeInternal, Message: err.Error(), Err: err}
+}
+
+// execute runs one parsed statement.
+func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (*pgwire.Result, error) {
+	switch st := stmt.(type) {
+	case *sql.CreateSource:
+		return s.createSource(ctx, st, text, true)
+	case *sql.CreateStream:
+		return s.createStream(ctx, st, text, true)
+	case *sql.Insert:
+		return s.insert(ctx, st, text)
+	case *sql.Select:
+		return s.query(ctx, st, text)
+	case *sql.Flush:
+		if err := s.flush(ctx); err != nil {
+			return nil, err
+		}
+		return &pgwire.Result{Tag: "FLUSH"}, nil
+	case *sql.Show:
+		return s.show(st)
+	case *sql.Describe:
+		return s.describe(st)
+	case *sql.Drop:
+		return s.drop(st)
+	case *sql.Explain:
+		return s.explain(st, text)
+	case *sql.Noop:
+		return &pgwire.Result{Tag: st.Tag}, nil
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "statement %T is not supported", stmt)
+}
+
+// execDDL replays a catalog statement (persist false) or runs one.
+func (s *Server) execDDL(ctx context.Context, text string, persist bool) (*pgwire.Result, error) {
+	stmt, err := sql.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	switch st := stmt.(type) {
+	case *sql.CreateSource:
+		return s.createSource(ctx, st, text, persist)
+	case *sql.CreateStream:
+		return s.createStream(ctx, st, text, persist)
+	}
+	return nil, fmt.Errorf("catalog entry is not a CREATE statement: %q", text)
+}
+
+// columnsOf is the row shape a statement returns, nil for none.
+func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, error) {
+	switch st := stmt.(type) {
+	case *sql.Select:
+		p, err := planner.BuildQuery(s.cat, st.Stmt, text)
+		if err != nil {
+			return nil, err
+		}
+		cols := make([]pgwire.Column, len(p.Output))
+		for i, f := range p.Output {
+			cols[i] = pgwire.Column{Name: f.Name, OID: f.Type.OID()}
+		}
+		return cols, nil
+	case *sql.Show:
+		return showColumns(st.What), nil
+	case *sql.Describe:
+		return textColumns("column_name", "data_type", "detail"), nil
+	case *sql.Explain:
+		return textColumns("QUERY PLAN"), nil
+	}
+	return nil, nil
+}
+
+func textColumns(names ...string) []pgwire.Column {
+	cols := make([]pgwire.Column, len(names))
+	for i, n := range names {
+		cols[i] = pgwire.Column{Name: n, OID: pgwire.OIDText}
+	}
+	return cols
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// settings answers SHOW <name> for what drivers ask.
+var settings = map[string]string{
+	"SERVER_VERSION": "16.0", "SERVER_ENCODING": "UTF8", "CLIENT_ENCODING": "UTF8",
+	"DATESTYLE": "ISO, MDY", "TIMEZONE": "UTC", "INTEGER_DATETIMES": "on",
+	"STANDARD_CONFORMING_STRINGS": "on", "TRANSACTION_ISOLATION": "read committed",
+	"SEARCH_PATH": "public", "MAX_IDENTIFIER_LENGTH": "63",
+}
+
+var showSourceCols = []string{"name", "topic", "partition_key", "format", "on_error", "columns"}
+var showStreamCols = []string{"name", "input", "topic", "strategy", "status", "records_in", "records_out", "late_rows", "skipped", "dead_lettered", "watermark", "error"}
+
+func showColumns(what string) []pgwire.Column {
+	switch what {
+	case "SOURCES":
+		return textColumns(showSourceCols...)
+	case "STREAMS":
+		cols := textColumns(showStreamCols...)
+		for i, n := range showStreamCols {
+			switch n {
+			case "records_in", "records_out", "late_rows", "skipped", "dead_lettered":
+				cols[i].OID = pgwire.OIDInt8
+			case "watermark":
+				cols[i].OID = pgwire.OIDTimestamp
+			}
+		}
+		return cols
+	}
+	return textColumns(strings.ToLower(what))
+}
+
+func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
+	res := &pgwire.Result{Columns: showColumns(st.What), Tag: "SHOW"}
+	switch st.What {
+	case "SOURCES":
+		for _, src := range s.cat.Sources() {
+			res.Rows = append(res.Rows, []any{src.Name, src.Topic, nullIfEmpty(src.PartitionKey), src.Format, src.OnError, src.Schema.String()})
+		}
+	case "STREAMS":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, def := range s.cat.Streams() {
+			row := []any{def.Name, def.Input, def.Topic, nil, "stopped", int64(0), int64(0), int64(0), int64(0), int64(0), nil, nil}
+			if r, ok := s.runners[def.Name]; ok {
+				status, err, stats := r.snapshot()
+				row[3], row[4] = r.plan.Strategy, status
+				row[5], row[6], row[7], row[8], row[9] = stats.in, stats.out, stats.late, stats.skipped, stats.dlq
+				if stats.hasWatermark {
+					row[10] = types.MillisTime(stats.watermark)
+				}
+				if err != nil {
+					row[11] = err.Error()
+				}
+			}
+			res.Rows = append(res.Rows, row)
+		}
+	default:
+		v, ok := settings[st.What]
+		if !ok {
+			return nil, sql.Errorf("42704", "unrecognized configuration parameter %q", strings.ToLower(st.What))
+		}
+		res.Rows = [][]any{{v}}
+	}
+	return res, nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
+	rel, ok := s.cat.Relation(st.Name)
+	if !ok {
+		return nil, &catalog.ErrNotFound{Name: st.Name}
+	}
+	res := &pgwire.Result{Columns: textColumns("column_name", "data_type", "detail"), Tag: "DESCRIBE"}
+	for _, f := range rel.Schema {
+		var detail []string
+		if strings.EqualFold(f.Name, rel.PartitionKey) {
+			detail = append(detail, "partition key")
+		}
+		if rel.Watermark != nil && strings.EqualFold(f.Name, rel.Watermark.Column) {
+			detail = append(detail, fmt.Sprintf("watermark %s - %d ms", f.Name, rel.Watermark.DelayMs))
+		}
+		var d any
+		if len(detail) > 0 {
+			d = strings.Join(detail, ", ")
+		}
+		res.Rows = append(res.Rows, []any{f.Name, f.Type.String(), d})
+	}
+	return res, nil
+}
+
+func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
+	var lines []string
+	switch inner := st.Stmt.(type) {
+	case *sql.CreateStream:
+		def, p, err := s.planStream(inner, text)
+		if err != nil {
+			return nil, err
+		}
+		lines = explainPlan(p, def.Name, def.Topic)
+	case *sql.Select:
+		p, err := planner.BuildQuery(s.cat, inner.Stmt, text)
+		if err != nil {
+			return nil, err
+		}
+		lines = explainPlan(p, "", "")
+	default:
+		return nil, sql.Errorf(sql.CodeNotSupported, "EXPLAIN supports CREATE STREAM and SELECT")
+	}
+	res := &pgwire.Result{Columns: textColumns("QUERY PLAN"), Tag: "EXPLAIN"}
+	for _, l := range lines {
+		res.Rows = append(res.Rows, []any{l})
+	}
+	return res, nil
+}
+
+// explainPlan prints the plan as a tree, sink first, each node indented
+// under the one it feeds.
+func explainPlan(p *planner.Plan, stream, topic string) []string {
+	var nodes []string
+	if stream != "" {
+		nodes = append(nodes, fmt.Sprintf("Sink: topic %s (json, stream %s)", topic, stream))
+	} else {
+		n := "Result"
+		if len(p.OrderBy) > 0 {
+			n += " (sorted)"
+		}
+		if p.Limit >= 0 {
+			n += fmt.Sprintf(" limit %d", p.Limit)
+		}
+		nodes = append(nodes, n)
+	}
+	nodes = append(nodes, "Project: "+exprList(p.Project, p.Output))
+	if p.Having != nil {
+		nodes = append(nodes, "Filter (HAVING): "+p.Having.String())
+	}
+	if p.Aggregate {
+		a := "HashAggregate"
+		if len(p.KeyNames) > 0 {
+			a += " keys=[" + strings.Join(p.KeyNames, ", ") + "]"
+		}
+		if p.Window != nil {
+			a += fmt.Sprintf(" window=TUMBLE(%s, %d ms)", p.Window.TimeCol, p.Window.SizeMs)
+		}
+		var aggs []string
+		for _, c := range p.Aggs {
+			aggs = append(aggs, c.Text)
+		}
+		a += " aggs=[" + strings.Join(aggs, ", ") + "]"
+		nodes = append(nodes, a)
+	}
+	if p.Filter != nil {
+		nodes = append(nodes, "Filter: "+p.Filter.String())
+	}
+	src := fmt.Sprintf("Source: %s (topic %s", p.Input.Name, p.Input.Topic)
+	if p.Input.PartitionKey != "" {
+		src += ", partition key " + p.Input.PartitionKey
+	}
+	if wm := p.Input.Watermark; wm != nil {
+		src += fmt.Sprintf(", watermark %s - %d ms", wm.Column, wm.DelayMs)
+	}
+	nodes = append(nodes, src+")")
+	out := []string{fmt.Sprintf("Strategy: %s (rule %s: %s)", p.Strategy, p.Rule, p.Reason)}
+	for i, n := range nodes {
+		prefix := ""
+		if i > 0 {
+			prefix = strings.Repeat("   ", i-1) + "└─ "
+		}
+		out = append(out, prefix+n)
+	}
+	return out
+}
+
+func exprList(es []exec.Expr, out types.Schema) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.String()
+		if out[i].Name != e.String() {
+			parts[i] += " AS " + out[i].Name
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,583 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// watermarkMetaPartition is the pseudo-partition under which a stream's own
+// watermark (how far its windows have been closed) is stored with its state.
+const watermarkMetaPartition = -1
+
+// partState is what a runner knows of one input partition.
+type partState struct {
+	next    int64 // next offset to read; everything before it is in state
+	hwm     int64 // log end offset last seen; next >= hwm means read to its end
+	maxTime int64 // max event time seen
+	hasTime bool
+}
+
+// flushReq asks a runner to report once it has processed up to targets.
+type flushReq struct {
+	targets map[int32]int64
+	done    chan error
+}
+
+// streamStats is what SHOW STREAMS reports.
+type streamStats struct {
+	in, out, late, skipped, dlq int64
+	watermark                   int64
+	hasWatermark                bool
+}
+
+// runner executes one stream on the partitions of its input topic: decode,
+// filter, aggregate into keyed state, close windows the watermark passes,
+// produce, persist. At-least-once: output is acknowledged before the state
+// and offsets that produced it are committed, in one Pebble batch.
+type runner struct {
+	srv    *Server
+	def    *catalog.Stream
+	plan   *planner.Plan
+	input  *catalog.Relation
+	schema types.Schema
+	outN   int // output topic partitions
+	delay  int64
+	tsIdx  int // input column of event time, -1 if none
+	log    *slog.Logger
+
+	dec   *exec.JSONDecoder
+	agg   *exec.Aggregator // nil for a stateless stream
+	parts map[int32]*partState
+	wm    int64 // windows ending at or before wm are closed
+	hasWM bool
+	rr    int
+
+	cl      *kgo.Client
+	fetchCh chan kgo.Fetches
+	flushCh chan *flushReq
+	pending []*flushReq
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu     sync.Mutex
+	status string
+	err    error
+	stats  streamStats
+}
+
+func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, outN int) (*runner, error) {
+	r := &runner{
+		srv: srv, def: def, plan: plan, input: plan.Input, schema: plan.Input.Schema, outN: outN,
+		tsIdx: -1, log: srv.log.With("stream", def.Name),
+		parts: map[int32]*partState{}, fetchCh: make(chan kgo.Fetches), flushCh: make(chan *flushReq),
+		done: make(chan struct{}), status: "starting",
+	}
+	if wm := plan.Input.Watermark; wm != nil {
+		r.tsIdx = r.schema.Index(wm.Column)
+		r.delay = wm.DelayMs
+	}
+	if plan.Window != nil && r.tsIdx != plan.Window.TimeIdx {
+		// The window's time column is event time even without a WATERMARK clause.
+		r.tsIdx = plan.Window.TimeIdx
+	}
+	r.dec = exec.NewJSONDecoder(r.schema, nil)
+	if plan.Aggregate {
+		a, err := buildAggregator(plan)
+		if err != nil {
+			return nil, err
+		}
+		r.agg = a
+	}
+	for p := 0; p < nparts; p++ {
+		r.parts[int32(p)] = &partState{}
+	}
+	return r, nil
+}
+
+// restore loads positions and open windows from the state store.
+func (r *runner) restore() error {
+	metas, err := r.srv.store.Partitions(r.def.Name)
+	if err != nil {
+		return err
+	}
+	for p, m := range metas {
+		if p == watermarkMetaPartition {
+			r.wm, r.hasWM = m.MaxTime, m.HasTime
+			continue
+		}
+		ps, ok := r.parts[p]
+		if !ok { // the topic lost partitions: nothing to read there
+			continue
+		}
+		ps.next, ps.maxTime, ps.hasTime = m.Offset, m.MaxTime, m.HasTime
+	}
+	if r.agg == nil {
+		return nil
+	}
+	var scratch []byte
+	return r.srv.store.Accs(r.def.Name, func(kg uint16, key []byte, window int64, val []byte) error {
+		var s uint32
+		s, scratch = r.agg.Table.Slot(window, key, kg, scratch)
+		if err := r.agg.Table.Merge(s, val); err != nil {
+			return fmt.Errorf("restore state of %s: %w", r.def.Name, err)
+		}
+		r.agg.Table.Meta(s).Dirty = false
+		return nil
+	})
+}
+
+func (r *runner) start() error {
+	if err := r.restore(); err != nil {
+		return err
+	}
+	assign := map[int32]kgo.Offset{}
+	for p, ps := range r.parts {
+		assign[p] = kgo.NewOffset().At(ps.next)
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(r.srv.kafka.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.input.Topic: assign}),
+		kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.FetchMaxPartitionBytes(8<<20),
+	)
+	if err != nil {
+		return fmt.Errorf("consumer for %s: %w", r.def.Name, err)
+	}
+	r.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.setStatus("running", nil)
+	go r.poll(ctx)
+	go r.loop(ctx)
+	return nil
+}
+
+// stop finishes the batch in flight, persists, and waits.
+func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+	r.cl.Close()
+}
+
+func (r *runner) poll(ctx context.Context) {
+	for {
+		fs := r.cl.PollRecords(ctx, 50_000)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case r.fetchCh <- fs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *runner) loop(ctx context.Context) {
+	defer close(r.done)
+	for {
+		select {
+		case <-ctx.Done():
+			r.answerPending(errors.New("stream stopped"))
+			return
+		case fs := <-r.fetchCh:
+			if r.failed() {
+				continue
+			}
+			start := time.Now()
+			if err := r.process(ctx, fs); err != nil {
+				r.fail(err)
+				continue
+			}
+			if err := r.closeAndCommit(ctx); err != nil {
+				r.fail(err)
+				continue
+			}
+			r.srv.metrics.batchSeconds.WithLabelValues(r.def.Name).Observe(time.Since(start).Seconds())
+		case req := <-r.flushCh:
+			if r.failed() {
+				req.done <- r.errOrNil()
+				continue
+			}
+			r.pending = append(r.pending, req)
+		}
+		r.checkPending(ctx)
+	}
+}
+
+func (r *runner) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status == "failed"
+}
+
+func (r *runner) errOrNil() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return fmt.Errorf("stream %s failed: %w", r.def.Name, r.err)
+	}
+	return nil
+}
+
+func (r *runner) fail(err error) {
+	r.log.Error("stream failed", "err", err)
+	r.setStatus("failed", err)
+	r.answerPending(r.errOrNil())
+}
+
+func (r *runner) setStatus(s string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status, r.err = s, err
+}
+
+func (r *runner) answerPending(err error) {
+	for _, p := range r.pending {
+		p.done <- err
+	}
+	r.pending = nil
+}
+
+// checkPending answers every flush whose targets have been processed. The
+// partitions it covers are at their log end, so they no longer hold the
+// watermark back; windows that input closes are closed before answering.
+func (r *runner) checkPending(ctx context.Context) {
+	if len(r.pending) == 0 || r.failed() {
+		return
+	}
+	var keep []*flushReq
+	var ready []*flushReq
+	for _, req := range r.pending {
+		ok := true
+		for p, t := range req.targets {
+			if ps, found := r.parts[p]; found && ps.next < t {
+				ok = false
+			}
+		}
+		if ok {
+			for p, t := range req.targets {
+				if ps, found := r.parts[p]; found && t > ps.hwm {
+					ps.hwm = t
+				}
+			}
+			ready = append(ready, req)
+		} else {
+			keep = append(keep, req)
+		}
+	}
+	r.pending = keep
+	if len(ready) == 0 {
+		return
+	}
+	err := r.closeAndCommit(ctx)
+	if err != nil {
+		r.fail(err)
+		err = r.errOrNil()
+	}
+	for _, req := range ready {
+		req.done <- err
+	}
+}
+
+// flush blocks until the runner has processed targets.
+func (r *runner) flush(ctx context.Context, targets map[int32]int64) error {
+	req := &flushReq{targets: targets, done: make(chan error, 1)}
+	select {
+	case r.flushCh <- req:
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// process decodes and folds one fetch into state.
+func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) {
+			return nil
+		}
+		return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	var outRows [][]any
+	var err error
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if err != nil {
+			return
+		}
+		ps, ok := r.parts[fp.Partition]
+		if !ok {
+			return
+		}
+		if fp.HighWatermark > ps.hwm {
+			ps.hwm = fp.HighWatermark
+		}
+		recs := fp.Records
+		for len(recs) > 0 && recs[0].Offset < ps.next { // already in state
+			recs = recs[1:]
+		}
+		if len(recs) == 0 {
+			return
+		}
+		var rows [][]any
+		rows, err = r.processPartition(ctx, fp.Partition, ps, recs)
+		outRows = append(outRows, rows...)
+	})
+	if err != nil {
+		return err
+	}
+	if len(outRows) > 0 { // stateless: output right away
+		return r.produceRows(ctx, outRows)
+	}
+	return nil
+}
+
+func (r *runner) processPartition(ctx context.Context, p int32, ps *partState, recs []*kgo.Record) ([][]any, error) {
+	values := make([][]byte, len(recs))
+	for i, rec := range recs {
+		values[i] = rec.Value
+	}
+	rec, _, derrs := r.dec.Decode(values)
+	defer rec.Release()
+	if len(derrs) > 0 {
+		if err := r.handleDecodeErrors(ctx, p, recs, derrs); err != nil {
+			return nil, err
+		}
+	}
+	b := exec.BatchOf(rec, r.schema)
+	if r.tsIdx >= 0 {
+		ts := b.Cols[r.tsIdx]
+		for i := 0; i < b.N; i++ {
+			if !ts.IsNull(i) && (!ps.hasTime || ts.I[i] > ps.maxTime) {
+				ps.maxTime, ps.hasTime = ts.I[i], true
+			}
+		}
+	}
+	r.srv.metrics.recordsIn.WithLabelValues(r.def.Name, strconv.Itoa(int(p))).Add(float64(len(recs)))
+	r.addStats(func(s *streamStats) { s.in += int64(len(recs)) })
+	var rows [][]any
+	if r.agg != nil {
+		late, err := r.agg.Consume(b, r.wm, r.hasWM)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d offsets %d-%d: %w", r.input.Topic, p, recs[0].Offset, recs[len(recs)-1].Offset, err)
+		}
+		if late > 0 {
+			r.srv.metrics.lateRows.WithLabelValues(r.def.Name).Add(float64(late))
+			r.addStats(func(s *streamStats) { s.late += int64(late) })
+		}
+	} else {
+		fb, err := exec.FilterBatch(b, r.plan.Filter)
+		if err != nil {
+			return nil, err
+		}
+		rows, err = exec.Project(fb, r.plan.Project)
+		if err != nil {
+			return nil, err
+		}
+	}
+	ps.next = recs[len(recs)-1].Offset + 1
+	return rows, nil
+}
+
+func (r *runner) addStats(f func(*streamStats)) {
+	r.mu.Lock()
+	f(&r.stats)
+	r.mu.Unlock()
+}
+
+// handleDecodeErrors applies the source's on_error policy.
+func (r *runner) handleDecodeErrors(ctx context.Context, p int32, recs []*kgo.Record, derrs []exec.DecodeError) error {
+	policy, dlq := "fail", ""
+	if src := r.input.Source; src != nil {
+		policy, dlq = src.OnError, src.DLQTopic
+	}
+	switch policy {
+	case "skip":
+		r.srv.metrics.decodeErrors.WithLabelValues(r.def.Name, policy).Add(float64(len(derrs)))
+		r.addStats(func(s *streamStats) { s.skipped += int64(len(derrs)) })
+		for _, de := range derrs {
+			r.log.Warn("skipped undecodable record", "topic", r.input.Topic, "partition", p, "offset", recs[de.Index].Offset, "err", de.Err)
+		}
+		return nil
+	case "dlq":
+		out := make([]*kgo.Record, len(derrs))
+		for i, de := range derrs {
+			src := recs[de.Index]
+			out[i] = &kgo.Record{
+				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp,
+				Headers: []kgo.RecordHeader{
+					{Key: "turbine.error", Value: []byte(de.Err.Error())},
+					{Key: "turbine.source.topic", Value: []byte(src.Topic)},
+					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(src.Partition)))},
+					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(src.Offset, 10))},
+					{Key: "turbine.stream", Value: []byte(r.def.Name)},
+				},
+			}
+			out[i].Partition = src.Partition % int32(r.srv.dlqPartitions(ctx, dlq))
+		}
+		if err := r.srv.kafka.produceSync(ctx, out); err != nil {
+			return fmt.Errorf("write to dead-letter topic %s: %w", dlq, err)
+		}
+		r.srv.metrics.decodeErrors.WithLabelValues(r.def.Name, policy).Add(float64(len(derrs)))
+		r.addStats(func(s *streamStats) { s.dlq += int64(len(derrs)) })
+		return nil
+	}
+	de := derrs[0]
+	return fmt.Errorf("cannot decode record at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
+		r.input.Topic, p, recs[de.Index].Offset, de.Err, r.input.Name)
+}
+
+// watermark computes the stream watermark: the minimum over partitions that
+// are still catching up; a partition read to its end does not hold it back.
+// When every partition is at its end, the maximum over them stands.
+func (r *runner) watermark() (int64, bool) {
+	var minActive, maxAll int64
+	anyActive, anyTime := false, false
+	for _, ps := range r.parts {
+		idle := ps.next >= ps.hwm
+		if !idle {
+			if !ps.hasTime {
+				return 0, false // a partition behind with no time yet holds everything
+			}
+			pw := ps.maxTime - r.delay
+			if !anyActive || pw < minActive {
+				minActive = pw
+			}
+			anyActive = true
+		}
+		if ps.hasTime {
+			pw := ps.maxTime - r.delay
+			if !anyTime || pw > maxAll {
+				maxAll = pw
+			}
+			anyTime = true
+		}
+	}
+	if anyActive {
+		return minActive, true
+	}
+	return maxAll, anyTime
+}
+
+// closeAndCommit emits the windows the watermark has passed, then persists
+// state, positions and the watermark in one batch.
+func (r *runner) closeAndCommit(ctx context.Context) error {
+	if r.agg != nil && r.plan.Window != nil {
+		if wm, ok := r.watermark(); ok && (!r.hasWM || wm > r.wm) {
+			r.wm, r.hasWM = wm, true
+		}
+	}
+	batch := r.srv.store.NewBatch(r.def.Name)
+	defer batch.Close()
+	if r.agg != nil {
+		var closed []int64
+		if r.hasWM && r.plan.Window != nil {
+			closed = r.agg.Table.DueWindows(r.wm, r.plan.Window.SizeMs)
+		}
+		var out [][]any
+		for _, w := range closed {
+			slots := r.agg.Table.WindowSlots(w)
+			rows, err := r.finalRows(slots)
+			if err != nil {
+				return err
+			}
+			out = append(out, rows...)
+		}
+		if err := r.produceRows(ctx, out); err != nil {
+			return err
+		}
+		for _, s := range r.agg.Table.Dirty() {
+			m := r.agg.Table.Meta(s)
+			if err := batch.PutAcc(m.KG, []byte(m.Key), m.Window, r.agg.Table.Encode(nil, s)); err != nil {
+				return err
+			}
+		}
+		for _, w := range closed {
+			for _, s := range r.agg.Table.WindowSlots(w) {
+				m := r.agg.Table.Meta(s)
+				if err := batch.DeleteAcc(m.KG, []byte(m.Key), m.Window); err != nil {
+					return err
+				}
+			}
+			r.agg.Table.CloseWindow(w)
+		}
+		r.srv.metrics.openGroups.WithLabelValues(r.def.Name).Set(float64(r.agg.Table.Len()))
+	}
+	for p, ps := range r.parts {
+		if err := batch.PutPartition(p, state.PartitionMeta{Offset: ps.next, MaxTime: ps.maxTime, HasTime: ps.hasTime}); err != nil {
+			return err
+		}
+	}
+	if err := batch.PutPartition(watermarkMetaPartition, state.PartitionMeta{MaxTime: r.wm, HasTime: r.hasWM}); err != nil {
+		return err
+	}
+	if err := batch.Commit(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.stats.watermark, r.stats.hasWatermark = r.wm, r.hasWM
+	r.mu.Unlock()
+	if r.hasWM {
+		r.srv.metrics.watermark.WithLabelValues(r.def.Name).Set(float64(r.wm))
+		r.srv.metrics.watermarkLag.WithLabelValues(r.def.Name).Set(float64(time.Now().UnixMilli() - r.wm))
+	}
+	return nil
+}
+
+// finalRows applies HAVING and the select list to closed groups.
+func (r *runner) finalRows(slots []uint32) ([][]any, error) {
+	b, err := r.agg.Emit(slots)
+	if err != nil {
+		return nil, err
+	}
+	b, err = exec.FilterBatch(b, r.plan.Having)
+	if err != nil {
+		return nil, err
+	}
+	return exec.Project(b, r.plan.Project)
+}
+
+// produceRows writes output rows as JSON, waiting for acknowledgement.
+func (r *runner) produceRows(ctx context.Context, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	recs := make([]*kgo.Record, len(rows))
+	for i, row := range rows {
+		recs[i] = &kgo.Record{Topic: r.def.Topic, Value: appendJSONRow(nil, r.plan.Output, row), Partition: int32(r.rr % r.outN)}
+		r.rr++
+	}
+	if err := r.srv.kafka.produceSync(ctx, recs); err != nil {
+		return fmt.Errorf("write to %s: %w", r.def.Topic, err)
+	}
+	r.srv.metrics.recordsOut.WithLabelValues(r.def.Name).Add(float64(len(recs)))
+	r.addStats(func(s *streamStats) { s.out += int64(len(recs)) })
+	return nil
+}
+
+// snapshot is what SHOW STREAMS prints.
+func (r *runner) snapshot() (status string, err error, st streamStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status, r.err, r.stats
+}
