@@ -413,6 +413,12 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 			return nil, err
 		}
 		return &exec.Literal{V: ms, T: types.Interval}, nil
+	case strings.ToUpper(sql.BoolFunc):
+		n, err := intArg(x, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &exec.Literal{V: n != 0, T: types.Bool}, nil
 	case "TIMESTAMPLITERAL":
 		if len(x.Args) == 1 {
 			if v, ok := x.Args[0].(*driver.ValueExpr); ok {

@@ -68,6 +68,9 @@ type Plan struct {
 
 	OrderBy []OrderKey
 	Limit   int64 // -1: none
+	// Hidden is how many trailing Project entries exist only to sort by;
+	// they are cut from result rows after sorting.
+	Hidden int
 
 	Strategy string
 	Rule     string // the rule that chose Strategy, for EXPLAIN
@@ -115,6 +118,15 @@ func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string
 	if stmt.OrderBy != nil || stmt.Limit != nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "ORDER BY and LIMIT are not supported in a continuous query").
 			WithHint("order or limit when reading the stream: SELECT ... FROM stream ORDER BY ...")
+	}
+	// Output rows are JSON objects: every field needs its own name.
+	seen := map[string]bool{}
+	for _, f := range p.Output {
+		n := strings.ToLower(f.Name)
+		if seen[n] || f.Name == "?column?" {
+			return nil, sql.Errorf(sql.CodeDuplicateObject, "output column %q of a stream must have a unique name", f.Name).WithHint("name it with AS")
+		}
+		seen[n] = true
 	}
 	if err := chooseStrategy(p, strategy, src); err != nil {
 		return nil, err
@@ -188,7 +200,7 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 
 	if stmt.OrderBy != nil {
 		for _, item := range stmt.OrderBy.Items {
-			idx, err := orderIndex(p, stmt, item.Expr, src)
+			idx, err := orderIndex(p, out, stmt, item.Expr)
 			if err != nil {
 				return nil, err
 			}
@@ -318,14 +330,6 @@ func project(p *Plan, s *scope, stmt *ast.SelectStmt) error {
 		p.Project = append(p.Project, e)
 		p.Output = append(p.Output, types.Field{Name: fieldName(f), Type: t})
 	}
-	seen := map[string]bool{}
-	for _, f := range p.Output {
-		n := strings.ToLower(f.Name)
-		if seen[n] && f.Name != "?column?" {
-			return sql.Errorf(sql.CodeDuplicateObject, "output column %q appears twice", f.Name).WithHint("name it with AS")
-		}
-		seen[n] = true
-	}
 	return nil
 }
 
@@ -354,7 +358,7 @@ func fieldName(f *ast.SelectField) string {
 	return "?column?"
 }
 
-func orderIndex(p *Plan, stmt *ast.SelectStmt, e ast.ExprNode, src string) (int, error) {
+func orderIndex(p *Plan, s *scope, stmt *ast.SelectStmt, e ast.ExprNode) (int, error) {
 	switch x := e.(type) {
 	case *ast.PositionExpr:
 		if x.N < 1 || x.N > len(p.Output) {
@@ -372,7 +376,14 @@ func orderIndex(p *Plan, stmt *ast.SelectStmt, e ast.ExprNode, src string) (int,
 			return i, nil
 		}
 	}
-	return 0, sql.Errorf(sql.CodeNotSupported, "ORDER BY %s: order by an output column name or position", txt).WithPos(sql.FindPos(src, txt))
+	// Not in the select list: sort by a hidden extra column.
+	x, err := s.compile(e)
+	if err != nil {
+		return 0, err
+	}
+	p.Project = append(p.Project, x)
+	p.Hidden++
+	return len(p.Project) - 1, nil
 }
 
 // chooseStrategy applies the placement rules in order; the first that fires

@@ -106,6 +106,11 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 	if p.Limit >= 0 && int64(len(rows)) > p.Limit {
 		rows = rows[:p.Limit]
 	}
+	if p.Hidden > 0 {
+		for i := range rows {
+			rows[i] = rows[i][:len(p.Output)]
+		}
+	}
 	cols := make([]pgwire.Column, len(p.Output))
 	for i, f := range p.Output {
 		cols[i] = pgwire.Column{Name: f.Name, OID: f.Type.OID()}

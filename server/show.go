@@ -148,7 +148,7 @@ func explainPlan(p *planner.Plan, stream, topic string) []string {
 		}
 		nodes = append(nodes, n)
 	}
-	nodes = append(nodes, "Project: "+exprList(p.Project, p.Output))
+	nodes = append(nodes, "Project: "+exprList(p.Project[:len(p.Output)], p.Output))
 	if p.Having != nil {
 		nodes = append(nodes, "Filter (HAVING): "+p.Having.String())
 	}

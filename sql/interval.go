@@ -11,6 +11,18 @@ import (
 // whose argument is the interval in milliseconds.
 const IntervalFunc = "__ivl"
 
+// BoolFunc carries TRUE and FALSE through the TiDB parser, which would
+// read them as 1 and 0.
+const BoolFunc = "__bool"
+
+// castTypes maps our type names to what MySQL's CAST accepts.
+var castTypes = map[string]string{
+	"TEXT": "CHAR", "VARCHAR": "CHAR", "STRING": "CHAR",
+	"BIGINT": "SIGNED", "INT": "SIGNED", "INTEGER": "SIGNED", "INT8": "SIGNED",
+	"DOUBLE": "DOUBLE", "REAL": "DOUBLE", "FLOAT": "DOUBLE", "FLOAT8": "DOUBLE",
+	"TIMESTAMP": "DATETIME",
+}
+
 // SessionFunc replaces SESSION(...), a keyword in the TiDB grammar.
 const SessionFunc = "__session"
 
@@ -108,12 +120,36 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 		r.edits = append(r.edits, edit{newStart: ns, newEnd: b.Len(), origStart: origStart - start, origEnd: origEnd - start})
 		copied = origEnd
 	}
+	var castDepth []int // paren depths at which a CAST( is open
+	depth := 0
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		if t.Start < start {
 			continue
 		}
 		switch {
+		case t.Is("("):
+			depth++
+			if i > 0 && toks[i-1].Is("CAST") {
+				castDepth = append(castDepth, depth)
+			}
+		case t.Is(")"):
+			if n := len(castDepth); n > 0 && castDepth[n-1] == depth {
+				castDepth = castDepth[:n-1]
+			}
+			depth--
+		case t.Is("AS") && len(castDepth) > 0 && castDepth[len(castDepth)-1] == depth && i+1 < len(toks):
+			// CAST(x AS TEXT) in the MySQL dialect the TiDB parser reads.
+			tt := toks[i+1]
+			if repl, ok := castTypes[strings.ToUpper(tt.Text)]; ok && tt.Kind == TokIdent {
+				end := tt.End
+				if strings.EqualFold(tt.Text, "DOUBLE") && i+2 < len(toks) && toks[i+2].Is("PRECISION") {
+					end = toks[i+2].End
+					i++
+				}
+				emit(tt.Start, end, repl)
+				i++
+			}
 		case t.Is("INTERVAL"):
 			ms, next, err := parseInterval(src, toks, i)
 			if err != nil {
@@ -123,6 +159,13 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 			i = next - 1
 		case t.Is("SESSION") && i+1 < len(toks) && toks[i+1].Is("("):
 			emit(t.Start, t.End, SessionFunc)
+		case (t.Is("TRUE") || t.Is("FALSE")) && !(i > 0 && (toks[i-1].Is("IS") || toks[i-1].Is("NOT"))):
+			// The TiDB parser reads TRUE as the integer 1; keep it boolean.
+			v := "1"
+			if t.Is("FALSE") {
+				v = "0"
+			}
+			emit(t.Start, t.End, BoolFunc+"("+v+")")
 		}
 	}
 	b.WriteString(src[copied:])

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turbinesql/turbinesql/internal/slt"
+)
+
+// TestSQLLogic runs every testdata/sqllogic/*.slt file against a real
+// server (embedded broker, Pebble on disk, pgwire on a free port), a fresh
+// one per file. `restart` stops the server cleanly and starts it again on
+// the same data dir.
+func TestSQLLogic(t *testing.T) {
+	files, err := filepath.Glob("../testdata/sqllogic/*.slt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no slt files found: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			runSLTFile(t, f)
+		})
+	}
+}
+
+func startTestServer(t *testing.T, dir string) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("TURBINE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", AppID: "slt", Logger: log}
+	if b := os.Getenv("TURBINE_TEST_BROKERS"); b != "" {
+		// A real cluster is shared by every file: each gets its own app id
+		// and topic names are unique per file by convention.
+		cfg.Brokers = []string{b}
+		cfg.AppID = "slt-" + filepath.Base(dir)
+	}
+	srv, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	return srv
+}
+
+func connect(ctx context.Context, t *testing.T, srv *Server) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+srv.PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	return conn
+}
+
+func runSLTFile(t *testing.T, path string) {
+	dir := t.TempDir()
+	srv := startTestServer(t, dir)
+	defer func() { srv.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	opts := slt.Options{
+		Engine:  "turbinesql",
+		Timeout: 60 * time.Second,
+		Restart: func(ctx context.Context) (*pgx.Conn, error) {
+			srv.Close()
+			srv = startTestServer(t, dir)
+			return pgx.Connect(ctx, "postgres://turbine@"+srv.PGAddr()+"/turbine?sslmode=disable")
+		},
+	}
+	if err := slt.RunFile(ctx, conn, path, opts); err != nil {
+		t.Fatal(err)
+	}
+}
