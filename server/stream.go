@@ -116,6 +116,7 @@ func (r *runner) restore() error {
 	for p, m := range metas {
 		if p == watermarkMetaPartition {
 			r.wm, r.hasWM = m.MaxTime, m.HasTime
+			r.stats.watermark, r.stats.hasWatermark = m.MaxTime, m.HasTime
 			continue
 		}
 		ps, ok := r.parts[p]
