@@ -1,0 +1,148 @@
+// Command e2e measures end-to-end throughput on the embedded broker: N JSON
+// events over K keys are produced to a 4-partition source, then a
+// `GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)` stream with COUNT and SUM
+// is created and FLUSH waits until it has processed all of them. It prints
+// events/s of wall time and events per CPU-second of this process (which
+// also runs the broker, so the engine's own figure is higher), peak RSS,
+// and, as a baseline run in the same process, the rate of merely reading
+// the same topic back with a plain consumer.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/server"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+func main() {
+	events := flag.Int("events", 1_000_000, "events to produce")
+	keys := flag.Int("keys", 10_000, "distinct keys")
+	parts := flag.Int("partitions", 4, "source partitions")
+	flag.Parse()
+	if err := run(*events, *keys, *parts); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds()
+}
+
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
+
+func run(events, keys, parts int) error {
+	dir, err := os.MkdirTemp("", "turbinesql-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "", KafkaAddr: "127.0.0.1:0",
+		AppID: "bench", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	conn, err := pgx.Connect(ctx, "postgres://bench@"+srv.PGAddr()+"/bench?sslmode=disable")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE SOURCE ev (k TEXT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+		WITH (topic = 'ev', partitions = %d, partition_key = 'k')`, parts)); err != nil {
+		return err
+	}
+
+	// Produce with murmur2 placement, as a Java producer would.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.KafkaAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(200_000))
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	t0 := time.Now()
+	var bytes int64
+	for i := 0; i < events; i++ {
+		k := "user-" + strconv.Itoa(rng.IntN(keys))
+		ts := base + int64(i)*60 // ~1M events span ~17 hours of event time
+		v := []byte(`{"k":"` + k + `","v":` + strconv.Itoa(rng.IntN(1000)) + `,"ts":` + strconv.FormatInt(ts, 10) + `}`)
+		bytes += int64(len(v))
+		cl.Produce(ctx, &kgo.Record{Topic: "ev", Key: []byte(k), Value: v, Partition: state.PartitionFor([]byte(k), parts)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				panic(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	cl.Close()
+	fmt.Printf("produced %d events (%.1f MB) over %d keys in %.2fs\n", events, float64(bytes)/1e6, keys, time.Since(t0).Seconds())
+
+	// Baseline: read the topic back with a plain consumer, no decoding.
+	cpu0, w0 := cpuSeconds(), time.Now()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(srv.KafkaAddrs()...), kgo.ConsumeTopics("ev"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	for n := 0; n < events; {
+		fs := cons.PollFetches(ctx)
+		n += fs.NumRecords()
+	}
+	cons.Close()
+	readWall, readCPU := time.Since(w0).Seconds(), cpuSeconds()-cpu0
+	fmt.Printf("baseline read-only consumer: %.0f events/s, %.0f events/CPU-s\n", float64(events)/readWall, float64(events)/readCPU)
+
+	cpu0, w0 = cpuSeconds(), time.Now()
+	if _, err := conn.Exec(ctx, `CREATE STREAM agg WITH (topic = 'agg') AS
+		SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS w, COUNT(*) AS n, SUM(v) AS s
+		FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
+		return err
+	}
+	wall, cpu := time.Since(w0).Seconds(), cpuSeconds()-cpu0
+	var out, in int64
+	rows, err := conn.Query(ctx, "SHOW STREAMS")
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return err
+		}
+		in, out = vals[5].(int64), vals[6].(int64)
+	}
+	rows.Close()
+	if in != int64(events) {
+		return fmt.Errorf("stream read %d events, want %d", in, events)
+	}
+	fmt.Printf("stream GROUP BY k, TUMBLE(10s) COUNT, SUM: %d events in, %d panes out\n", in, out)
+	fmt.Printf("  %.0f events/s wall, %.0f events/CPU-s (engine + embedded broker), ratio to read-only baseline %.2f\n",
+		float64(events)/wall, float64(events)/cpu, (float64(events)/cpu)/(float64(events)/readCPU))
+	fmt.Printf("  peak RSS %.0f MB\n", peakRSSMB())
+	return nil
+}
