@@ -41,8 +41,8 @@ type ColRef struct {
 	T    types.Type
 }
 
-func (c *ColRef) Type() types.Type             { return c.T }
-func (c *ColRef) String() string               { return c.Name }
+func (c *ColRef) Type() types.Type            { return c.T }
+func (c *ColRef) String() string              { return c.Name }
 func (c *ColRef) Eval(b *Batch) (*Vec, error) { return b.Cols[c.Idx], nil }
 
 // Literal is a constant; V is nil, int64, float64, string or bool (millis

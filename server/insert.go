@@ -96,4 +96,3 @@ func partitionKeyBytes(v any) []byte {
 	}
 	return []byte(exec.FormatText(v))
 }
-

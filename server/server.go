@@ -216,5 +216,3 @@ func buildAggregator(p *planner.Plan) (*exec.Aggregator, error) {
 	}
 	return exec.NewAggregator(p.Filter, p.Keys, p.PartitionKey, timeIdx, size, specs, args)
 }
-
-

@@ -34,7 +34,7 @@ type Error struct {
 	Err     error // wrapped cause, if any
 }
 
-func (e *Error) Error() string   { return e.Message }
+func (e *Error) Error() string    { return e.Message }
 func (e *Error) SQLState() string { return e.Code }
 func (e *Error) Hint() string     { return e.HintMsg }
 func (e *Error) Position() int    { return e.Pos }
