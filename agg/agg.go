@@ -77,7 +77,7 @@ func New(s Spec) (Func, error) {
 			return nil, fmt.Errorf("%s needs one numeric argument, got %s", s.Name, typeList(s.ArgTypes))
 		}
 		if s.Name == "AVG" {
-			return &avg{}, nil
+			return &avg{isInt: argType == types.Int}, nil
 		}
 		if argType == types.Int {
 			return &sumInt{}, nil

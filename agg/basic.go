@@ -212,22 +212,32 @@ func (s *sumFloat) Merge(slot uint32, enc []byte) error {
 	return nil
 }
 
-// avg is AVG over BIGINT or DOUBLE: a float sum and a count. Integer input
-// is summed exactly in int64 pieces would be better; float64 accumulation is
-// exact up to 2^53 in magnitude, matching DOUBLE precision.
+// avg is AVG over BIGINT or DOUBLE. Over BIGINT the sum is kept exact in
+// 128 bits (the sumInt accumulator), so the result does not depend on the
+// order rows and partials arrive in; it is rounded to DOUBLE once, at the end.
 type avg struct {
-	sum []float64
-	n   []int64
+	isInt bool
+	ints  sumInt
+	sum   []float64
+	n     []int64
 }
 
-func (a *avg) Grow(n int)             { a.sum, a.n = growSlice(a.sum, n), growSlice(a.n, n) }
-func (a *avg) Reset(slot uint32)      { a.sum[slot], a.n[slot] = 0, 0 }
+func (a *avg) Grow(n int) {
+	a.ints.Grow(n)
+	a.sum, a.n = growSlice(a.sum, n), growSlice(a.n, n)
+}
+func (a *avg) Reset(slot uint32)      { a.ints.Reset(slot); a.sum[slot], a.n[slot] = 0, 0 }
 func (a *avg) ResultType() types.Type { return types.Double }
 func (a *avg) Mergeable() bool        { return true }
 
 func (a *avg) Result(slot uint32) any {
 	if a.n[slot] == 0 {
 		return nil
+	}
+	if a.isInt {
+		lo, hi := a.ints.lo[slot], a.ints.hi[slot]
+		total := float64(hi)*math.Pow(2, 64) + float64(lo)
+		return total / float64(a.n[slot])
 	}
 	return a.sum[slot] / float64(a.n[slot])
 }
@@ -238,7 +248,7 @@ func (a *avg) Update(slots []uint32, args []arrow.Array) {
 		vals := c.Int64Values()
 		for i, sl := range slots {
 			if c.IsValid(i) {
-				a.sum[sl] += float64(vals[i])
+				a.ints.add(sl, vals[i])
 				a.n[sl]++
 			}
 		}
@@ -256,7 +266,8 @@ func (a *avg) Update(slots []uint32, args []arrow.Array) {
 func (a *avg) Encode(dst []byte, slot uint32) []byte {
 	dst = append(dst, encV1)
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(a.sum[slot]))
-	return binary.AppendVarint(dst, a.n[slot])
+	dst = binary.AppendVarint(dst, a.n[slot])
+	return a.ints.Encode(dst, slot)
 }
 
 func (a *avg) Merge(slot uint32, enc []byte) error {
@@ -273,5 +284,5 @@ func (a *avg) Merge(slot uint32, enc []byte) error {
 		return errCorrupt
 	}
 	a.n[slot] += v
-	return nil
+	return a.ints.Merge(slot, b[8+n:])
 }
