@@ -1,0 +1,54 @@
+// Package deps holds a test that keeps the package dependency direction:
+// low packages never import high ones, and the SQL front end knows nothing
+// of Kafka.
+package deps
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/turbinesql/turbinesql/"
+
+func TestDependencyDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		deps[strings.TrimPrefix(f[0], mod)] = f[1:]
+	}
+	rules := []struct {
+		pkgs      []string
+		forbidden []string
+	}{
+		{[]string{"agg", "window", "state", "types", "exec", "catalog", "sql"},
+			[]string{mod + "planner", mod + "pgwire", mod + "server", mod + "cmd/"}},
+		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire"},
+			[]string{"github.com/twmb/franz-go"}},
+		{[]string{"pgwire"}, []string{mod + "sql", mod + "catalog", mod + "exec"}},
+	}
+	checked := 0
+	for _, r := range rules {
+		for _, p := range r.pkgs {
+			ds, ok := deps[p]
+			if !ok {
+				continue // not written yet (window)
+			}
+			checked++
+			for _, d := range ds {
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(d, f) {
+						t.Errorf("%s imports %s", p, d)
+					}
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked: go list output not understood", checked)
+	}
+}
