@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 )
@@ -84,6 +83,3 @@ func Project(b *Batch, exprs []Expr) ([][]any, error) {
 	}
 	return rows, nil
 }
-
-// ErrDivByZero etc. are sql errors; re-exported for callers that branch.
-var _ = sql.CodeDivisionByZero
