@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"encoding/binary"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -17,6 +18,7 @@ type GroupTable struct {
 	meta     []SlotMeta
 	free     []uint32
 	byWindow map[int64][]uint32
+	dirty    []uint32 // slots marked Dirty, so a commit does not scan them all
 }
 
 // SlotMeta describes what a slot holds.
@@ -38,9 +40,7 @@ func (t *GroupTable) Len() int { return len(t.index) }
 
 // Slot returns the slot of (window, key), creating an empty one.
 func (t *GroupTable) Slot(window int64, key []byte, kg uint16, scratch []byte) (uint32, []byte) {
-	scratch = append(scratch[:0], byte(window>>56), byte(window>>48), byte(window>>40), byte(window>>32),
-		byte(window>>24), byte(window>>16), byte(window>>8), byte(window))
-	scratch = append(scratch, key...)
+	scratch = indexKey(scratch, window, key)
 	if s, ok := t.index[string(scratch)]; ok {
 		return s, scratch
 	}
@@ -74,8 +74,18 @@ func (t *GroupTable) Update(slots []uint32, args [][]arrow.Array) {
 		a.Update(slots, args[j])
 	}
 	for _, s := range slots {
-		t.meta[s].Dirty = true
+		if !t.meta[s].Dirty {
+			t.meta[s].Dirty = true
+			t.dirty = append(t.dirty, s)
+		}
 	}
+}
+
+// indexKey is the index key of (window, key): the window start big-endian,
+// then the encoded group key.
+func indexKey[K string | []byte](dst []byte, window int64, key K) []byte {
+	dst = binary.BigEndian.AppendUint64(dst[:0], uint64(window))
+	return append(dst, key...)
 }
 
 // Encode appends every aggregate's accumulator of slot s.
@@ -127,9 +137,7 @@ func (t *GroupTable) CloseWindow(w int64) {
 	var scratch []byte
 	for _, s := range t.byWindow[w] {
 		m := &t.meta[s]
-		scratch = append(scratch[:0], byte(w>>56), byte(w>>48), byte(w>>40), byte(w>>32),
-			byte(w>>24), byte(w>>16), byte(w>>8), byte(w))
-		scratch = append(scratch, m.Key...)
+		scratch = indexKey(scratch, w, m.Key)
 		delete(t.index, string(scratch))
 		m.live = false
 		t.free = append(t.free, s)
@@ -137,15 +145,18 @@ func (t *GroupTable) CloseWindow(w int64) {
 	delete(t.byWindow, w)
 }
 
-// Dirty lists the slots changed since the last call, and clears the marks.
+// Dirty lists the live slots changed since the last call, and clears the
+// marks. A slot closed (and perhaps reused) since it was marked is listed
+// only if it is live and marked again.
 func (t *GroupTable) Dirty() []uint32 {
-	var out []uint32
-	for s := range t.meta {
-		if t.meta[s].live && t.meta[s].Dirty {
-			out = append(out, uint32(s))
-			t.meta[s].Dirty = false
+	out := make([]uint32, 0, len(t.dirty))
+	for _, s := range t.dirty {
+		if m := &t.meta[s]; m.live && m.Dirty {
+			out = append(out, s)
+			m.Dirty = false
 		}
 	}
+	t.dirty = t.dirty[:0]
 	return out
 }
 

@@ -99,5 +99,19 @@ func PartitionKeyText(c *Vec, i int, dst []byte) []byte {
 	case types.Int:
 		return strconv.AppendInt(dst, c.I[i], 10)
 	}
-	return append(dst, FormatText(c.Value(i))...)
+	return AppendPartitionKey(dst, c.Value(i))
+}
+
+// AppendPartitionKey is PartitionKeyText for one Go value (INSERT uses it),
+// so a record's key and its state's key group come from the same bytes.
+func AppendPartitionKey(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return append(dst, x...)
+	case int64:
+		return strconv.AppendInt(dst, x, 10)
+	}
+	return append(dst, FormatText(v)...)
 }

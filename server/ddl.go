@@ -38,12 +38,9 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 	if src.Format = strings.ToLower(o.String("format", "json")); src.Format != "json" {
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "format %q is not supported", src.Format).WithPos(o["format"].Pos).WithHint("use format = 'json'")
 	}
-	n, err := o.Int("partitions", 0)
+	n, err := o.Count("partitions")
 	if err != nil {
 		return nil, err
-	}
-	if _, given := o["partitions"]; given && n < 1 {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions must be at least 1, got %d", n).WithPos(o["partitions"].Pos)
 	}
 	src.Partitions = n
 	if pk, ok := o["partition_key"]; ok {
@@ -85,11 +82,8 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, exists := s.cat.Relation(src.Name); exists && persist {
-		if st.IfNotExists {
-			return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
-		}
-		return nil, &catalog.ErrExists{Name: src.Name}
+	if done, err := s.nameTaken(src.Name, st.IfNotExists, persist); done || err != nil {
+		return &pgwire.Result{Tag: "CREATE SOURCE"}, err
 	}
 	want := src.Partitions
 	if want == 0 {
@@ -130,12 +124,9 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "processing_guarantee %q is not valid", def.Options.Guarantee).
 			WithPos(o["processing_guarantee"].Pos).WithHint("use 'at_least_once' or 'exactly_once'")
 	}
-	n, err := o.Int("partitions", 0)
+	n, err := o.Count("partitions")
 	if err != nil {
 		return nil, nil, err
-	}
-	if _, given := o["partitions"]; given && n < 1 {
-		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "partitions must be at least 1, got %d", n).WithPos(o["partitions"].Pos)
 	}
 	def.Partitions = n
 	p, err := planner.BuildStream(s.cat, st.Query, text, def.Options.Strategy)
@@ -157,11 +148,8 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, exists := s.cat.Relation(def.Name); exists && persist {
-		if st.IfNotExists {
-			return &pgwire.Result{Tag: "CREATE STREAM"}, nil
-		}
-		return nil, &catalog.ErrExists{Name: def.Name}
+	if done, err := s.nameTaken(def.Name, st.IfNotExists, persist); done || err != nil {
+		return &pgwire.Result{Tag: "CREATE STREAM"}, err
 	}
 	nIn, err := s.kafka.partitions(ctx, p.Input.Topic)
 	if err != nil {
@@ -209,6 +197,18 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	}
 	s.runners[def.Name] = r
 	return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+}
+
+// nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a
+// no-op (done), otherwise it is 42P07. Replaying the catalog never collides.
+func (s *Server) nameTaken(name string, ifNotExists, persist bool) (done bool, err error) {
+	if _, exists := s.cat.Relation(name); !exists || !persist {
+		return false, nil
+	}
+	if ifNotExists {
+		return true, nil
+	}
+	return false, &catalog.ErrExists{Name: name}
 }
 
 func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {

@@ -69,7 +69,7 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 		}
 		rec := &kgo.Record{Topic: src.Topic, Value: appendJSONRow(nil, src.Schema, vals), Timestamp: now}
 		if pk >= 0 && vals[pk] != nil {
-			rec.Key = partitionKeyBytes(vals[pk])
+			rec.Key = exec.AppendPartitionKey(nil, vals[pk])
 			rec.Partition = state.PartitionFor(rec.Key, n)
 		} else {
 			// Kafka's clients spread unkeyed records; any partition is right.
@@ -81,18 +81,4 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 		return nil, fmt.Errorf("write to %s: %w", src.Topic, err)
 	}
 	return &pgwire.Result{Tag: "INSERT 0 " + strconv.Itoa(len(recs))}, nil
-}
-
-// partitionKeyBytes is a key value as Kafka hashes it: text as is, integers
-// in decimal.
-func partitionKeyBytes(v any) []byte {
-	switch x := v.(type) {
-	case string:
-		return []byte(x)
-	case int64:
-		return strconv.AppendInt(nil, x, 10)
-	case time.Time:
-		return []byte(x.UTC().Format(time.RFC3339Nano))
-	}
-	return []byte(exec.FormatText(v))
 }

@@ -135,7 +135,6 @@ func (r *runner) restore() error {
 		if err := r.agg.Table.Merge(s, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", r.def.Name, err)
 		}
-		r.agg.Table.Meta(s).Dirty = false
 		return nil
 	})
 }
@@ -496,8 +495,10 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 			closed = r.agg.Table.DueWindows(r.wm, r.plan.Window.SizeMs)
 		}
 		var out [][]any
-		for _, w := range closed {
+		closedSlots := make([][]uint32, len(closed))
+		for i, w := range closed {
 			slots := r.agg.Table.WindowSlots(w)
+			closedSlots[i] = slots
 			rows, err := r.finalRows(slots)
 			if err != nil {
 				return err
@@ -513,8 +514,8 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 				return err
 			}
 		}
-		for _, w := range closed {
-			for _, s := range r.agg.Table.WindowSlots(w) {
+		for i, w := range closed {
+			for _, s := range closedSlots[i] {
 				m := r.agg.Table.Meta(s)
 				if err := batch.DeleteAcc(m.KG, []byte(m.Key), m.Window); err != nil {
 					return err

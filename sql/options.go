@@ -47,6 +47,19 @@ func (o Options) Int(key string, def int) (int, error) {
 	return n, nil
 }
 
+// Count reads an optional count that must be at least 1 when given; 0
+// when absent.
+func (o Options) Count(key string) (int, error) {
+	n, err := o.Int(key, 0)
+	if err != nil {
+		return 0, err
+	}
+	if v, given := o[key]; given && n < 1 {
+		return 0, Errorf(CodeInvalidParameter, "%s must be at least 1, got %d", key, n).WithPos(v.Pos)
+	}
+	return n, nil
+}
+
 // Millis reads a duration option written as an INTERVAL, a quoted interval
 // ('5 seconds') or a number of milliseconds.
 func (o Options) Millis(key string, def int64) (int64, error) {
