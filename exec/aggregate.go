@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -25,10 +26,12 @@ type Aggregator struct {
 	AggArgs  [][]Expr
 	Table    *GroupTable
 
-	mem     memory.Allocator
-	keyBuf  []byte
-	scratch []byte
-	pkBuf   []byte
+	mem    memory.Allocator
+	rows   RowKeys
+	probes []probeKey
+	wins   []int64
+	slots  []uint32
+	pkBuf  []byte
 }
 
 // NewAggregator builds the operator; specs and args are per aggregate.
@@ -49,6 +52,55 @@ func NewAggregator(filter Expr, keys []Expr, pk, timeIdx int, sizeMs int64, spec
 		AggArgs: args, Table: NewGroupTable(funcs), mem: memory.DefaultAllocator}, nil
 }
 
+// prepareProbes fills a.probes with every row's probe key: straight from
+// the column for a single BIGINT, TIMESTAMP or short TEXT key, otherwise by
+// encoding the rows first.
+func (a *Aggregator) prepareProbes(keys []*Vec, n int) {
+	if len(keys) == 1 {
+		switch keys[0].T {
+		case types.Int, types.Timestamp:
+			a.probes = probeInts(a.probes, keys[0], n)
+			return
+		case types.Text:
+			var ok bool
+			if a.probes, ok = probeShortTexts(a.probes, keys[0], n); ok {
+				return
+			}
+		}
+	}
+	a.rows.Encode(keys, n)
+	a.probes = probeRows(a.probes, &a.rows, n)
+}
+
+// windows computes the window of every row into a.wins and marks the late
+// ones (a NULL event time, or a window ended at or before closedBefore).
+func (a *Aggregator) windows(ts *Vec, n int, closedBefore int64, hasClosed bool) (late int, keep []bool) {
+	a.wins = a.windowsOf(ts, n)
+	size := a.SizeMs
+	for i, w := range a.wins {
+		if ts.IsNull(i) || (hasClosed && w+size <= closedBefore) {
+			if keep == nil {
+				keep = make([]bool, n)
+				for j := range keep {
+					keep[j] = true
+				}
+			}
+			keep[i] = false
+			late++
+		}
+	}
+	return late, keep
+}
+
+func (a *Aggregator) windowsOf(ts *Vec, n int) []int64 {
+	wins := slices.Grow(a.wins[:0], n)[:n]
+	size := a.SizeMs
+	for i, t := range ts.I[:n] {
+		wins[i] = WindowOf(t, size)
+	}
+	return wins
+}
+
 // WindowOf is the tumbling window start of event time ts.
 func WindowOf(ts, size int64) int64 {
 	w := ts - ts%size
@@ -61,6 +113,11 @@ func WindowOf(ts, size int64) int64 {
 // Consume folds batch b in. Rows whose window already ended at or before
 // closedBefore are late: they are not folded in and their count is returned.
 // Rows with a NULL event time belong to no window and are counted as late too.
+//
+// The work is column-at-a-time: windows and lateness in one typed loop, the
+// group keys encoded a column at a time (RowKeys), then one hash probe per
+// row to a dense slot id, then each aggregate's typed update loop over the
+// slot vector.
 func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late int, err error) {
 	if b.N == 0 {
 		return 0, nil
@@ -68,6 +125,18 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 	b, err = FilterBatch(b, a.Filter)
 	if err != nil || b.N == 0 {
 		return 0, err
+	}
+	a.wins = a.wins[:0]
+	if a.TimeIdx >= 0 {
+		var keep []bool
+		late, keep = a.windows(b.Cols[a.TimeIdx], b.N, closedBefore, hasClosed)
+		if late == b.N {
+			return late, nil
+		}
+		if late > 0 {
+			b = b.Select(keep, b.N-late)
+			a.wins = a.windowsOf(b.Cols[a.TimeIdx], b.N)
+		}
 	}
 	keys := make([]*Vec, len(a.Keys))
 	for i, k := range a.Keys {
@@ -77,44 +146,26 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 		}
 		keys[i] = v
 	}
-	var ts *Vec
-	if a.TimeIdx >= 0 {
-		ts = b.Cols[a.TimeIdx]
-	}
-	slots := make([]uint32, 0, b.N)
-	keep := make([]bool, b.N)
-	kept := 0
-	for i := 0; i < b.N; i++ {
-		w := NoWindow
-		if ts != nil {
-			if ts.IsNull(i) {
-				late++
-				continue
-			}
-			w = WindowOf(ts.I[i], a.SizeMs)
-			if hasClosed && w+a.SizeMs <= closedBefore {
-				late++
-				continue
-			}
+	a.prepareProbes(keys, b.N)
+	slots := a.slots[:0]
+	w := NoWindow
+	for i := range a.probes {
+		if len(a.wins) > 0 {
+			w = a.wins[i]
 		}
-		a.keyBuf = AppendKey(a.keyBuf[:0], keys, i)
-		kg := uint16(0)
-		if a.PK >= 0 {
+		p := &a.probes[i]
+		var key []byte
+		if p.klen > inlineKey {
+			key = a.rows.Row(i)
+		}
+		s, isNew := a.Table.lookup(w, p, key)
+		if isNew && a.PK >= 0 {
 			a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
-			kg = keyGroup(a.pkBuf)
+			a.Table.Meta(s).KG = keyGroup(a.pkBuf)
 		}
-		var s uint32
-		s, a.scratch = a.Table.Slot(w, a.keyBuf, kg, a.scratch)
 		slots = append(slots, s)
-		keep[i] = true
-		kept++
 	}
-	if kept == 0 {
-		return late, nil
-	}
-	if kept < b.N {
-		b = b.Select(keep, kept)
-	}
+	a.slots = slots
 	args := make([][]arrow.Array, len(a.AggArgs))
 	defer func() {
 		for _, as := range args {
@@ -129,7 +180,7 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 			if err != nil {
 				return late, err
 			}
-			args[j] = append(args[j], v.ToArrow(a.mem))
+			args[j] = append(args[j], arrowView(v, a.mem))
 		}
 	}
 	a.Table.Update(slots, args)
@@ -159,7 +210,7 @@ func (a *Aggregator) Emit(slots []uint32) (*Batch, error) {
 	}
 	for i, s := range slots {
 		m := a.Table.Meta(s)
-		vals, err := DecodeKey([]byte(m.Key), a.KeyTypes)
+		vals, err := DecodeKey(a.Table.Key(s), a.KeyTypes)
 		if err != nil {
 			return nil, err
 		}

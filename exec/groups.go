@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"encoding/binary"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -9,41 +8,100 @@ import (
 	"github.com/turbinesql/turbinesql/agg"
 )
 
-// GroupTable is the hash aggregation state of a windowed GROUP BY: one slot
-// per (window, group key), each slot one entry in every aggregate's column
-// of accumulators. Slots of closed windows are recycled.
+// GroupTable is the hash aggregation state of a GROUP BY: one slot per
+// (window, group key), each slot one entry in every aggregate's column of
+// accumulators. Each window has its own key table, so closing a window drops
+// its table whole and recycles its slots, with no per-key deletion.
 type GroupTable struct {
-	Aggs     []agg.Func
-	index    map[string]uint32 // window start (8 bytes) + encoded key → slot
-	meta     []SlotMeta
-	free     []uint32
-	byWindow map[int64][]uint32
-	dirty    []uint32 // slots marked Dirty, so a commit does not scan them all
+	Aggs    []agg.Func
+	meta    []SlotMeta
+	free    []uint32
+	windows map[int64]*windowGroups
+	live    int
+	dirty   []uint32 // slots changed since the last commit, so a commit does not scan them all
+	marked  []bool   // by slot: listed in dirty
+
+	// the window of the previous lookup: rows of a batch mostly share one
+	lastW     int64
+	lastGroup *windowGroups
 }
 
-// SlotMeta describes what a slot holds.
+// windowGroups is one window's groups. Their keys are appended to one arena
+// rather than held as a string each, so a million groups are a few large
+// allocations the garbage collector need not scan.
+type windowGroups struct {
+	keys  keyTable
+	slots []uint32
+	arena []byte
+}
+
+// SlotMeta describes what a slot holds. It has no pointers, for the same
+// reason as the arena.
 type SlotMeta struct {
 	Window int64  // window start, millis
-	Key    string // encoded group key (AppendKey)
 	KG     uint16 // key group of the partition key
-	Dirty  bool   // changed since the last commit
 	live   bool
+	off    uint32 // key bytes in the window's arena
+	klen   uint32
 }
+
+func (m *SlotMeta) key(arena []byte) []byte { return arena[m.off : m.off+m.klen] }
 
 // NewGroupTable builds an empty table over aggs.
 func NewGroupTable(aggs []agg.Func) *GroupTable {
-	return &GroupTable{Aggs: aggs, index: map[string]uint32{}, byWindow: map[int64][]uint32{}}
+	return &GroupTable{Aggs: aggs, windows: map[int64]*windowGroups{}}
 }
 
 // Len is the number of live slots.
-func (t *GroupTable) Len() int { return len(t.index) }
+func (t *GroupTable) Len() int { return t.live }
 
-// Slot returns the slot of (window, key), creating an empty one.
-func (t *GroupTable) Slot(window int64, key []byte, kg uint16, scratch []byte) (uint32, []byte) {
-	scratch = indexKey(scratch, window, key)
-	if s, ok := t.index[string(scratch)]; ok {
-		return s, scratch
+func (t *GroupTable) window(w int64) *windowGroups {
+	if t.lastGroup != nil && t.lastW == w {
+		return t.lastGroup
 	}
+	g := t.windows[w]
+	if g == nil {
+		g = &windowGroups{}
+		t.windows[w] = g
+	}
+	t.lastW, t.lastGroup = w, g
+	return g
+}
+
+// Lookup returns the slot of (window, key), creating an empty one (isNew)
+// when there is none; the caller then sets its KG.
+func (t *GroupTable) Lookup(window int64, key []byte) (slot uint32, isNew bool) {
+	p := makeProbeKey(key)
+	return t.lookup(window, &p, key)
+}
+
+// lookup is Lookup with the probe key prepared; key may be nil when the key
+// is inline (p.klen <= inlineKey).
+func (t *GroupTable) lookup(window int64, p *probeKey, key []byte) (slot uint32, isNew bool) {
+	g := t.window(window)
+	s, at, ok := g.keys.find(p, key, g.arena, t.meta)
+	if ok {
+		return s, false
+	}
+	if p.klen <= inlineKey {
+		key = p.bytes()
+	}
+	s = t.newSlot(window, g, key)
+	g.keys.insert(at, p, s)
+	g.slots = append(g.slots, s)
+	return s, true
+}
+
+// Slot is Lookup that also records the key group of a new slot.
+func (t *GroupTable) Slot(window int64, key []byte, kg uint16) uint32 {
+	s, isNew := t.Lookup(window, key)
+	if isNew {
+		t.meta[s].KG = kg
+	}
+	return s
+}
+
+func (t *GroupTable) newSlot(window int64, g *windowGroups, key []byte) uint32 {
 	var s uint32
 	if n := len(t.free); n > 0 {
 		s = t.free[n-1]
@@ -54,18 +112,26 @@ func (t *GroupTable) Slot(window int64, key []byte, kg uint16, scratch []byte) (
 	} else {
 		s = uint32(len(t.meta))
 		t.meta = append(t.meta, SlotMeta{})
+		t.marked = append(t.marked, false)
 		for _, a := range t.Aggs {
 			a.Grow(len(t.meta))
 		}
 	}
-	t.meta[s] = SlotMeta{Window: window, Key: string(key), KG: kg, live: true}
-	t.index[string(scratch)] = s
-	t.byWindow[window] = append(t.byWindow[window], s)
-	return s, scratch
+	t.meta[s] = SlotMeta{Window: window, live: true, off: uint32(len(g.arena)), klen: uint32(len(key))}
+	g.arena = append(g.arena, key...)
+	t.live++
+	return s
 }
 
 // Meta returns a slot's description.
 func (t *GroupTable) Meta(s uint32) *SlotMeta { return &t.meta[s] }
+
+// Key returns the encoded group key (AppendKey's format) of a live slot.
+// The bytes are the table's: valid until the slot's window closes.
+func (t *GroupTable) Key(s uint32) []byte {
+	m := &t.meta[s]
+	return m.key(t.window(m.Window).arena)
+}
 
 // Update folds a batch into the slots: row i goes to slots[i]; args[j] are
 // aggregate j's argument columns.
@@ -73,19 +139,13 @@ func (t *GroupTable) Update(slots []uint32, args [][]arrow.Array) {
 	for j, a := range t.Aggs {
 		a.Update(slots, args[j])
 	}
+	marked := t.marked
 	for _, s := range slots {
-		if !t.meta[s].Dirty {
-			t.meta[s].Dirty = true
+		if !marked[s] {
+			marked[s] = true
 			t.dirty = append(t.dirty, s)
 		}
 	}
-}
-
-// indexKey is the index key of (window, key): the window start big-endian,
-// then the encoded group key.
-func indexKey[K string | []byte](dst []byte, window int64, key K) []byte {
-	dst = binary.BigEndian.AppendUint64(dst[:0], uint64(window))
-	return append(dst, key...)
 }
 
 // Encode appends every aggregate's accumulator of slot s.
@@ -116,7 +176,7 @@ func (t *GroupTable) Merge(s uint32, enc []byte) error {
 // wm, in ascending order.
 func (t *GroupTable) DueWindows(wm, size int64) []int64 {
 	var out []int64
-	for w := range t.byWindow {
+	for w := range t.windows {
 		if w+size <= wm {
 			out = append(out, w)
 		}
@@ -127,22 +187,33 @@ func (t *GroupTable) DueWindows(wm, size int64) []int64 {
 
 // WindowSlots lists the slots of one window, ordered by key for a stable output.
 func (t *GroupTable) WindowSlots(w int64) []uint32 {
-	ss := append([]uint32(nil), t.byWindow[w]...)
-	sort.Slice(ss, func(i, j int) bool { return t.meta[ss[i]].Key < t.meta[ss[j]].Key })
+	g := t.windows[w]
+	if g == nil {
+		return nil
+	}
+	ss := append([]uint32(nil), g.slots...)
+	sort.Slice(ss, func(i, j int) bool {
+		return string(t.meta[ss[i]].key(g.arena)) < string(t.meta[ss[j]].key(g.arena))
+	})
 	return ss
 }
 
 // CloseWindow forgets every slot of window w, recycling them.
 func (t *GroupTable) CloseWindow(w int64) {
-	var scratch []byte
-	for _, s := range t.byWindow[w] {
-		m := &t.meta[s]
-		scratch = indexKey(scratch, w, m.Key)
-		delete(t.index, string(scratch))
-		m.live = false
+	g := t.windows[w]
+	if g == nil {
+		return
+	}
+	for _, s := range g.slots {
+		t.meta[s].live = false
+		t.marked[s] = false
 		t.free = append(t.free, s)
 	}
-	delete(t.byWindow, w)
+	t.live -= len(g.slots)
+	delete(t.windows, w)
+	if t.lastGroup == g {
+		t.lastGroup = nil
+	}
 }
 
 // Dirty lists the live slots changed since the last call, and clears the
@@ -151,10 +222,10 @@ func (t *GroupTable) CloseWindow(w int64) {
 func (t *GroupTable) Dirty() []uint32 {
 	out := make([]uint32, 0, len(t.dirty))
 	for _, s := range t.dirty {
-		if m := &t.meta[s]; m.live && m.Dirty {
+		if t.meta[s].live && t.marked[s] {
 			out = append(out, s)
-			m.Dirty = false
 		}
+		t.marked[s] = false
 	}
 	t.dirty = t.dirty[:0]
 	return out
@@ -163,12 +234,12 @@ func (t *GroupTable) Dirty() []uint32 {
 // AllSlots lists every live slot ordered by window then key (a bounded
 // query emits them all at the end).
 func (t *GroupTable) AllSlots() []uint32 {
-	ws := make([]int64, 0, len(t.byWindow))
-	for w := range t.byWindow {
+	ws := make([]int64, 0, len(t.windows))
+	for w := range t.windows {
 		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
-	var out []uint32
+	out := make([]uint32, 0, t.live)
 	for _, w := range ws {
 		out = append(out, t.WindowSlots(w)...)
 	}

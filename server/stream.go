@@ -128,10 +128,8 @@ func (r *runner) restore() error {
 	if r.agg == nil {
 		return nil
 	}
-	var scratch []byte
 	return r.srv.store.Accs(r.def.Name, func(kg uint16, key []byte, window int64, val []byte) error {
-		var s uint32
-		s, scratch = r.agg.Table.Slot(window, key, kg, scratch)
+		s := r.agg.Table.Slot(window, key, kg)
 		if err := r.agg.Table.Merge(s, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", r.def.Name, err)
 		}
@@ -510,14 +508,14 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 		}
 		for _, s := range r.agg.Table.Dirty() {
 			m := r.agg.Table.Meta(s)
-			if err := batch.PutAcc(m.KG, []byte(m.Key), m.Window, r.agg.Table.Encode(nil, s)); err != nil {
+			if err := batch.PutAcc(m.KG, r.agg.Table.Key(s), m.Window, r.agg.Table.Encode(nil, s)); err != nil {
 				return err
 			}
 		}
 		for i, w := range closed {
 			for _, s := range closedSlots[i] {
 				m := r.agg.Table.Meta(s)
-				if err := batch.DeleteAcc(m.KG, []byte(m.Key), m.Window); err != nil {
+				if err := batch.DeleteAcc(m.KG, r.agg.Table.Key(s), m.Window); err != nil {
 					return err
 				}
 			}
