@@ -4,6 +4,14 @@
 // inside, never an interface call per row. Every accumulator has a versioned
 // binary encoding (state stores it; the combine hop ships it) and an
 // order-insensitive Merge.
+//
+// registry.go lists the aggregates and what a call may look like (Lookup);
+// New checks a call and builds its Func. Semantics are PostgreSQL's unless a
+// file says otherwise: NULL inputs are ignored, no row gives NULL (COUNT
+// and APPROX_COUNT_DISTINCT give 0), NaN sorts above every number. Each
+// file says how its merged results relate to single-stage ones: equal bit
+// for bit for the exact aggregates and for the HyperLogLog sketch, within a
+// stated error for floating-point sums, variances, CORR and the t-digest.
 package agg
 
 import (
@@ -17,6 +25,8 @@ import (
 )
 
 // Func is one aggregate in one query: it owns the accumulators of every slot.
+// It is not safe for concurrent use (even Result and Encode may reorder a
+// slot's state).
 type Func interface {
 	// Grow makes slots [0, n) addressable; new slots are empty.
 	Grow(n int)
@@ -28,76 +38,111 @@ type Func interface {
 	Encode(dst []byte, slot uint32) []byte
 	// Merge folds an encoded accumulator into slot (order-insensitive).
 	Merge(slot uint32, enc []byte) error
-	// Append appends slot's final value to a result column builder of ResultType.
+	// Result is slot's final value: nil (NULL), or an int64, float64,
+	// string, bool or time.Time matching ResultType.
 	Result(slot uint32) any
 	ResultType() types.Type
+	// Mergeable reports whether partial accumulators combine (Merge), so
+	// the planner may pre-aggregate before a combine hop.
 	Mergeable() bool
 }
 
 // Spec names an aggregate call; New builds its Func.
 type Spec struct {
-	Name     string // upper-case function name
+	Name string // function name, any case; aliases resolve (VARIANCE is VAR_SAMP)
+	// ArgTypes are the types of the columns Update receives, in order: the
+	// arguments the user wrote less the constant ones (Info.Consts), then,
+	// when Info.NeedsOrder, event time (TIMESTAMP, or BIGINT epoch millis)
+	// and sequence (BIGINT, unique per row).
 	ArgTypes []types.Type
+	// Params are the values of the constant arguments, in the order the
+	// user wrote them: int64, float64, string, bool or nil (NULL).
+	Params   []any
 	Distinct bool
 	Star     bool // COUNT(*)
 }
 
-// ErrUnknown is returned for an aggregate name that does not exist.
-var ErrUnknown = errors.New("unknown aggregate")
-
-// IsAggregate reports whether name (any case) is an aggregate function.
-func IsAggregate(name string) bool {
-	switch strings.ToUpper(name) {
-	case "COUNT", "SUM", "MIN", "MAX", "AVG":
-		return true
-	}
-	return false
-}
-
-// New builds the Func for spec, or an error saying why it cannot.
+// New builds the Func for spec, or an error saying why it cannot. Errors
+// wrap one of ErrUnknown, ErrArgs, ErrParam or ErrNotSupported (errors.Is).
 func New(s Spec) (Func, error) {
-	argType := types.Unknown
-	if len(s.ArgTypes) > 0 {
-		argType = s.ArgTypes[0]
+	e, ok := lookup(s.Name)
+	if !ok {
+		return nil, errorf(ErrUnknown, "unknown aggregate %s", strings.ToUpper(s.Name))
 	}
-	if s.Distinct {
-		return nil, fmt.Errorf("%s(DISTINCT ...) is not supported yet", s.Name)
+	cols := s.ArgTypes
+	if e.NeedsOrder {
+		if len(cols) < 2 {
+			return nil, errorf(ErrArgs, "%s needs the event time and sequence columns after its arguments", e.Name)
+		}
+		if t := cols[len(cols)-2]; t != types.Timestamp && t != types.Int {
+			return nil, errorf(ErrArgs, "%s: event time column is %s, want TIMESTAMP or BIGINT", e.Name, t)
+		}
+		if t := cols[len(cols)-1]; t != types.Int {
+			return nil, errorf(ErrArgs, "%s: sequence column is %s, want BIGINT", e.Name, t)
+		}
+		cols = cols[:len(cols)-2]
 	}
-	switch s.Name {
-	case "COUNT":
-		if s.Star {
-			return &count{star: true}, nil
+	if s.Star {
+		if !e.Star || s.Distinct || len(cols) > 0 || len(s.Params) > 0 {
+			return nil, errorf(ErrArgs, "%s(*) is not a valid aggregate call", e.Name)
 		}
-		if len(s.ArgTypes) != 1 {
-			return nil, fmt.Errorf("COUNT takes one argument or *")
-		}
-		return &count{}, nil
-	case "SUM", "AVG":
-		if len(s.ArgTypes) != 1 || !argType.Numeric() {
-			return nil, fmt.Errorf("%s needs one numeric argument, got %s", s.Name, typeList(s.ArgTypes))
-		}
-		if s.Name == "AVG" {
-			return &avg{isInt: argType == types.Int}, nil
-		}
-		if argType == types.Int {
-			return &sumInt{}, nil
-		}
-		return &sumFloat{}, nil
-	case "MIN", "MAX":
-		if len(s.ArgTypes) != 1 || argType == types.Unknown {
-			return nil, fmt.Errorf("%s needs one argument", s.Name)
-		}
-		return newMinMax(argType, s.Name == "MAX"), nil
+		return e.build(s, cols)
 	}
-	return nil, fmt.Errorf("%w %s", ErrUnknown, s.Name)
+	n := len(cols) + len(s.Params)
+	if n < e.MinArgs || n > e.MaxArgs {
+		return nil, errorf(ErrArgs, "function %s does not exist: %s takes %s", signature(s.Name, cols), e.Name, e.arity())
+	}
+	consts := 0
+	for _, p := range e.Consts {
+		if p < n {
+			consts++
+		}
+	}
+	switch {
+	case len(s.Params) < consts:
+		return nil, errorf(ErrArgs, "%s: argument %d must be a constant", e.Name, e.Consts[len(s.Params)]+1)
+	case len(s.Params) > consts:
+		return nil, errorf(ErrArgs, "%s takes %d constant argument(s), got %d", e.Name, consts, len(s.Params))
+	}
+	if s.Distinct && e.distinct == distinctNo {
+		return nil, errorf(ErrNotSupported, "%s(DISTINCT ...) is not supported", e.Name)
+	}
+	return e.build(s, cols)
 }
 
-func typeList(ts []types.Type) string {
+// ErrUnknown, ErrArgs, ErrParam and ErrNotSupported classify New's errors
+// so the caller can attach a SQLSTATE without reading messages: an unknown
+// name or an argument list no aggregate takes (42883), a constant argument
+// out of range (22023), a valid call TurbineSQL does not implement (0A000).
+var (
+	ErrUnknown      = errors.New("unknown aggregate")
+	ErrArgs         = errors.New("no aggregate takes these arguments")
+	ErrParam        = errors.New("invalid aggregate parameter")
+	ErrNotSupported = errors.New("aggregate form not supported")
+)
+
+// specError keeps the message free of the sentinel's text while errors.Is
+// still finds the sentinel.
+type specError struct {
+	kind error
+	msg  string
+}
+
+func (e *specError) Error() string { return e.msg }
+func (e *specError) Unwrap() error { return e.kind }
+
+func errorf(kind error, format string, args ...any) error {
+	return &specError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// signature renders a call's argument types the way PostgreSQL's "function
+// ... does not exist" does: sum(text).
+func signature(name string, ts []types.Type) string {
 	parts := make([]string, len(ts))
 	for i, t := range ts {
-		parts[i] = t.String()
+		parts[i] = strings.ToLower(t.String())
 	}
-	return "(" + strings.Join(parts, ", ") + ")"
+	return strings.ToLower(name) + "(" + strings.Join(parts, ", ") + ")"
 }
 
 // encoding version byte written before every accumulator.

@@ -23,15 +23,24 @@ func (c *count) Mergeable() bool        { return true }
 func (c *count) Result(slot uint32) any { return c.n[slot] }
 
 func (c *count) Update(slots []uint32, args []arrow.Array) {
-	if c.star || args[0].NullN() == 0 {
+	if c.star {
 		for _, s := range slots {
 			c.n[s]++
 		}
 		return
 	}
-	a := args[0]
+	v, none := validOf(args[0])
+	if none {
+		return
+	}
+	if v.bits == nil {
+		for _, s := range slots {
+			c.n[s]++
+		}
+		return
+	}
 	for i, s := range slots {
-		if a.IsValid(i) {
+		if v.ok(i) {
 			c.n[s]++
 		}
 	}
@@ -59,72 +68,59 @@ func (c *count) Merge(slot uint32, enc []byte) error {
 // the sum is kept exact in 128 bits whatever the order of updates and
 // merges; Result returns it as BIGINT when it fits.
 type sumInt struct {
-	lo    []uint64 // low 64 bits of a two's-complement 128-bit sum
-	hi    []int64
+	sum   []i128
 	valid []bool
 }
 
-func (s *sumInt) Grow(n int) {
-	s.lo, s.hi, s.valid = growSlice(s.lo, n), growSlice(s.hi, n), growSlice(s.valid, n)
-}
-func (s *sumInt) Reset(slot uint32)      { s.lo[slot], s.hi[slot], s.valid[slot] = 0, 0, false }
+func (s *sumInt) Grow(n int)             { s.sum, s.valid = growSlice(s.sum, n), growSlice(s.valid, n) }
+func (s *sumInt) Reset(slot uint32)      { s.sum[slot], s.valid[slot] = i128{}, false }
 func (s *sumInt) ResultType() types.Type { return types.Int }
 func (s *sumInt) Mergeable() bool        { return true }
 
-func (s *sumInt) add(slot uint32, v int64) {
-	lo := s.lo[slot]
-	nlo := lo + uint64(v)
-	carry := int64(0)
-	if nlo < lo {
-		carry = 1
-	}
-	ext := int64(0)
-	if v < 0 {
-		ext = -1
-	}
-	s.hi[slot] += ext + carry
-	s.lo[slot] = nlo
-	s.valid[slot] = true
-}
-
 func (s *sumInt) Update(slots []uint32, args []arrow.Array) {
-	a := args[0].(*array.Int64)
-	vals := a.Int64Values()
-	if a.NullN() == 0 {
+	v, none := validOf(args[0])
+	if none {
+		return
+	}
+	vals := args[0].(*array.Int64).Int64Values()
+	if v.bits == nil {
 		for i, sl := range slots {
-			s.add(sl, vals[i])
+			s.sum[sl] = s.sum[sl].addInt(vals[i])
+			s.valid[sl] = true
 		}
 		return
 	}
 	for i, sl := range slots {
-		if a.IsValid(i) {
-			s.add(sl, vals[i])
+		if v.ok(i) {
+			s.sum[sl] = s.sum[sl].addInt(vals[i])
+			s.valid[sl] = true
 		}
 	}
 }
 
 // Result is the sum as BIGINT; a sum outside the BIGINT range is returned as
-// a float64 (the planner types SUM(BIGINT) as BIGINT, so the wire shows it
-// as a number either way; exactness beyond 2^63 is issue-tracked).
+// the nearest float64 (the planner types SUM(BIGINT) as BIGINT, and the
+// caller turns such a float into NULL; exactness beyond 2^63 is
+// issue-tracked).
 func (s *sumInt) Result(slot uint32) any {
 	if !s.valid[slot] {
 		return nil
 	}
-	lo, hi := s.lo[slot], s.hi[slot]
-	if (hi == 0 && lo <= math.MaxInt64) || (hi == -1 && lo > math.MaxInt64) {
-		return int64(lo)
+	if v, ok := s.sum[slot].small(); ok {
+		return v
 	}
-	return float64(hi)*math.Pow(2, 64) + float64(lo)
+	return s.sum[slot].float()
 }
 
+// Encode writes a presence byte, then the low and high 64 bits big-endian.
 func (s *sumInt) Encode(dst []byte, slot uint32) []byte {
 	dst = append(dst, encV1)
 	if !s.valid[slot] {
 		return append(dst, 0)
 	}
 	dst = append(dst, 1)
-	dst = binary.BigEndian.AppendUint64(dst, s.lo[slot])
-	return binary.BigEndian.AppendUint64(dst, uint64(s.hi[slot]))
+	dst = binary.BigEndian.AppendUint64(dst, s.sum[slot].lo)
+	return binary.BigEndian.AppendUint64(dst, uint64(s.sum[slot].hi))
 }
 
 func (s *sumInt) Merge(slot uint32, enc []byte) error {
@@ -141,16 +137,8 @@ func (s *sumInt) Merge(slot uint32, enc []byte) error {
 	if len(b) < 17 {
 		return errCorrupt
 	}
-	lo := binary.BigEndian.Uint64(b[1:])
-	hi := int64(binary.BigEndian.Uint64(b[9:]))
-	olo := s.lo[slot]
-	nlo := olo + lo
-	carry := int64(0)
-	if nlo < olo {
-		carry = 1
-	}
-	s.lo[slot] = nlo
-	s.hi[slot] += hi + carry
+	v := i128{lo: binary.BigEndian.Uint64(b[1:]), hi: int64(binary.BigEndian.Uint64(b[9:]))}
+	s.sum[slot] = s.sum[slot].add(v)
 	s.valid[slot] = true
 	return nil
 }
@@ -174,10 +162,13 @@ func (s *sumFloat) Result(slot uint32) any {
 }
 
 func (s *sumFloat) Update(slots []uint32, args []arrow.Array) {
-	a := args[0].(*array.Float64)
-	vals := a.Float64Values()
+	v, none := validOf(args[0])
+	if none {
+		return
+	}
+	vals := args[0].(*array.Float64).Float64Values()
 	for i, sl := range slots {
-		if a.IsValid(i) {
+		if v.ok(i) {
 			s.sum[sl] += vals[i]
 			s.valid[sl] = true
 		}
@@ -214,7 +205,9 @@ func (s *sumFloat) Merge(slot uint32, enc []byte) error {
 
 // avg is AVG over BIGINT or DOUBLE. Over BIGINT the sum is kept exact in
 // 128 bits (the sumInt accumulator), so the result does not depend on the
-// order rows and partials arrive in; it is rounded to DOUBLE once, at the end.
+// order rows and partials arrive in; it is rounded to DOUBLE once, at the
+// end, as PostgreSQL's NUMERIC average would be. Over DOUBLE it is
+// PostgreSQL's float8 average: a plain sum divided by the count.
 type avg struct {
 	isInt bool
 	ints  sumInt
@@ -235,27 +228,30 @@ func (a *avg) Result(slot uint32) any {
 		return nil
 	}
 	if a.isInt {
-		lo, hi := a.ints.lo[slot], a.ints.hi[slot]
-		total := float64(hi)*math.Pow(2, 64) + float64(lo)
-		return total / float64(a.n[slot])
+		return a.ints.sum[slot].quo(a.n[slot])
 	}
 	return a.sum[slot] / float64(a.n[slot])
 }
 
 func (a *avg) Update(slots []uint32, args []arrow.Array) {
+	v, none := validOf(args[0])
+	if none {
+		return
+	}
 	switch c := args[0].(type) {
 	case *array.Int64:
 		vals := c.Int64Values()
 		for i, sl := range slots {
-			if c.IsValid(i) {
-				a.ints.add(sl, vals[i])
+			if v.ok(i) {
+				a.ints.sum[sl] = a.ints.sum[sl].addInt(vals[i])
+				a.ints.valid[sl] = true
 				a.n[sl]++
 			}
 		}
 	case *array.Float64:
 		vals := c.Float64Values()
 		for i, sl := range slots {
-			if c.IsValid(i) {
+			if v.ok(i) {
 				a.sum[sl] += vals[i]
 				a.n[sl]++
 			}

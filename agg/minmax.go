@@ -107,7 +107,9 @@ func (m *minMaxInt) Merge(slot uint32, enc []byte) error {
 }
 
 // minMaxFloat is MIN/MAX over DOUBLE. NaN is larger than every number, as in
-// PostgreSQL.
+// PostgreSQL. -0 and +0 are equal in SQL, but which of the two a tie keeps
+// would depend on arrival order; ordering -0 just below +0 (floatKey) keeps
+// merged results equal to single-stage ones bit for bit.
 type minMaxFloat struct {
 	isMax bool
 	v     []float64
@@ -119,19 +121,14 @@ func (m *minMaxFloat) Reset(slot uint32)      { m.v[slot], m.valid[slot] = 0, fa
 func (m *minMaxFloat) ResultType() types.Type { return types.Double }
 func (m *minMaxFloat) Mergeable() bool        { return true }
 
-func floatLess(a, b float64) bool {
-	if math.IsNaN(a) {
-		return false
-	}
-	if math.IsNaN(b) {
-		return true
-	}
-	return a < b
-}
-
 func (m *minMaxFloat) put(slot uint32, x float64) {
-	if !m.valid[slot] || (m.isMax && floatLess(m.v[slot], x)) || (!m.isMax && floatLess(x, m.v[slot])) {
+	if !m.valid[slot] {
 		m.v[slot], m.valid[slot] = x, true
+		return
+	}
+	kx, kv := floatKey(x, false), floatKey(m.v[slot], false)
+	if (m.isMax && kx > kv) || (!m.isMax && kx < kv) {
+		m.v[slot] = x
 	}
 }
 

@@ -40,6 +40,7 @@ type windowGroups struct {
 type SlotMeta struct {
 	Window int64  // window start, millis
 	KG     uint16 // key group of the partition key
+	Stored bool   // its accumulator is in the state store (the caller keeps this)
 	live   bool
 	off    uint32 // key bytes in the window's arena
 	klen   uint32

@@ -37,7 +37,16 @@ type Config struct {
 	// AllowNonDivisor starts keyed streams on partition counts that do not
 	// divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1).
 	AllowNonDivisor bool
+	// CommitInterval is how often a stream closes due windows, produces
+	// their panes and commits state with its input positions. Committing
+	// after every fetch rewrote each busy group's accumulator per fetch;
+	// batching them bounds that cost, at the price of this much latency on
+	// a window's close. Zero means DefaultCommitInterval.
+	CommitInterval time.Duration
 }
+
+// DefaultCommitInterval is the commit cadence when Config sets none.
+const DefaultCommitInterval = time.Second
 
 // Server is a running TurbineSQL instance.
 type Server struct {

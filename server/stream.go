@@ -72,6 +72,9 @@ type runner struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	uncommitted bool // processed input not yet committed
+	lastCommit  time.Time
+
 	mu     sync.Mutex
 	status string
 	err    error
@@ -130,6 +133,7 @@ func (r *runner) restore() error {
 	}
 	return r.srv.store.Accs(r.def.Name, func(kg uint16, key []byte, window int64, val []byte) error {
 		s := r.agg.Table.Slot(window, key, kg)
+		r.agg.Table.Meta(s).Stored = true
 		if err := r.agg.Table.Merge(s, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", r.def.Name, err)
 		}
@@ -140,6 +144,18 @@ func (r *runner) restore() error {
 func (r *runner) start() error {
 	if err := r.restore(); err != nil {
 		return err
+	}
+	// Know each partition's end before the first fetch: a partition whose
+	// end is unknown would count as read to its end, and its rows would not
+	// hold the watermark back while another partition's fetch moves it on.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ends, err := r.srv.kafka.endOffsets(ctx, r.input.Topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", r.def.Name, err)
+	}
+	for p, ps := range r.parts {
+		ps.hwm = ends[p]
 	}
 	assign := map[int32]kgo.Offset{}
 	for p, ps := range r.parts {
@@ -155,7 +171,7 @@ func (r *runner) start() error {
 		return fmt.Errorf("consumer for %s: %w", r.def.Name, err)
 	}
 	r.cl = cl
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel = context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.setStatus("running", nil)
 	go r.poll(ctx)
@@ -186,11 +202,23 @@ func (r *runner) poll(ctx context.Context) {
 
 func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
+	every := r.srv.cfg.CommitInterval
+	if every <= 0 {
+		every = DefaultCommitInterval
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	r.lastCommit = time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			r.answerPending(errors.New("stream stopped"))
+			r.finalCommit()
 			return
+		case <-tick.C:
+			if r.uncommitted && !r.failed() && time.Since(r.lastCommit) >= every {
+				r.commit(ctx)
+			}
 		case fs := <-r.fetchCh:
 			if r.failed() {
 				continue
@@ -200,9 +228,9 @@ func (r *runner) loop(ctx context.Context) {
 				r.fail(err)
 				continue
 			}
-			if err := r.closeAndCommit(ctx); err != nil {
-				r.fail(err)
-				continue
+			r.uncommitted = true
+			if time.Since(r.lastCommit) >= every {
+				r.commit(ctx)
 			}
 			r.srv.metrics.batchSeconds.WithLabelValues(r.def.Name).Observe(time.Since(start).Seconds())
 		case req := <-r.flushCh:
@@ -213,6 +241,26 @@ func (r *runner) loop(ctx context.Context) {
 			r.pending = append(r.pending, req)
 		}
 		r.checkPending(ctx)
+	}
+}
+
+// commit closes due windows and commits, failing the stream on error.
+func (r *runner) commit(ctx context.Context) {
+	if err := r.closeAndCommit(ctx); err != nil {
+		r.fail(err)
+	}
+}
+
+// finalCommit persists what was processed since the last commit when the
+// stream stops, so a clean shutdown replays nothing.
+func (r *runner) finalCommit() {
+	if !r.uncommitted || r.failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.closeAndCommit(ctx); err != nil {
+		r.log.Warn("final commit failed; the input since the last commit will be read again", "err", err)
 	}
 }
 
@@ -506,20 +554,25 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 		if err := r.produceRows(ctx, out); err != nil {
 			return err
 		}
+		// A closed window's groups are deleted from state, or never written
+		// when they opened and closed since the last commit; then the
+		// changed groups of open windows are written.
+		for i, w := range closed {
+			for _, s := range closedSlots[i] {
+				if m := r.agg.Table.Meta(s); m.Stored {
+					if err := batch.DeleteAcc(m.KG, r.agg.Table.Key(s), m.Window); err != nil {
+						return err
+					}
+				}
+			}
+			r.agg.Table.CloseWindow(w)
+		}
 		for _, s := range r.agg.Table.Dirty() {
 			m := r.agg.Table.Meta(s)
 			if err := batch.PutAcc(m.KG, r.agg.Table.Key(s), m.Window, r.agg.Table.Encode(nil, s)); err != nil {
 				return err
 			}
-		}
-		for i, w := range closed {
-			for _, s := range closedSlots[i] {
-				m := r.agg.Table.Meta(s)
-				if err := batch.DeleteAcc(m.KG, r.agg.Table.Key(s), m.Window); err != nil {
-					return err
-				}
-			}
-			r.agg.Table.CloseWindow(w)
+			m.Stored = true
 		}
 		r.srv.metrics.openGroups.WithLabelValues(r.def.Name).Set(float64(r.agg.Table.Len()))
 	}
@@ -534,6 +587,7 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 	if err := batch.Commit(); err != nil {
 		return err
 	}
+	r.uncommitted, r.lastCommit = false, time.Now()
 	r.mu.Lock()
 	r.stats.watermark, r.stats.hasWatermark = r.wm, r.hasWM
 	r.mu.Unlock()

@@ -58,6 +58,8 @@ func serve(args []string) error {
 	kafkaAddr := fs.String("kafka-addr", "127.0.0.1:19092", "listen address of the embedded broker")
 	appID := fs.String("app-id", "turbinesql", "application id: names internal topics and the catalog topic")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	commitEvery := fs.Duration("commit-interval", server.DefaultCommitInterval,
+		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +70,7 @@ func serve(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg := server.Config{
 		DataDir: *dataDir, PGAddr: *pgAddr, HTTPAddr: *httpAddr, KafkaAddr: *kafkaAddr, AppID: *appID, Logger: log,
+		CommitInterval: *commitEvery,
 		AllowNonDivisor: os.Getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS") == "1",
 	}
 	for _, b := range strings.Split(*brokers, ",") {
