@@ -20,6 +20,14 @@ vet:
 test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 
+# The tests that need a real Apache Kafka (4.x, fetched from Maven Central by
+# ci/kafka/pom.xml, cached in ~/.m2): a one-node KRaft broker on loopback,
+# placement agreement with Kafka's Java client, and the sqllogictest suite
+# against that broker. Needs java (17+) and mvn; see ci/kafka/run.sh.
+.PHONY: test-kafka
+test-kafka:
+	GO=$(GO) bash ci/kafka/run.sh
+
 # End-to-end throughput baseline on the embedded broker (see bench/e2e).
 bench:
 	$(GO) run ./bench/e2e -events 1000000 -keys 10000

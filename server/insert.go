@@ -69,7 +69,9 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 		}
 		rec := &kgo.Record{Topic: src.Topic, Value: appendJSONRow(nil, src.Schema, vals), Timestamp: now}
 		if pk >= 0 && vals[pk] != nil {
-			rec.Key = exec.AppendPartitionKey(nil, vals[pk])
+			// A non-nil dst: an empty text key is an empty key on the
+			// wire, as the Java client sends it, not a null key.
+			rec.Key = exec.AppendPartitionKey([]byte{}, vals[pk])
 			rec.Partition = state.PartitionFor(rec.Key, n)
 		} else {
 			// Kafka's clients spread unkeyed records; any partition is right.

@@ -94,10 +94,21 @@ func (k *kafka) ensureTopic(ctx context.Context, topic string, n int, configs ma
 	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 		return 0, fmt.Errorf("create topic %s: %w", topic, resp.Err)
 	}
-	// Wait until metadata shows the topic, so the next produce finds it.
-	for i := 0; i < 100; i++ {
-		if have, err = k.partitions(ctx, topic); err == nil && have > 0 {
-			return have, nil
+	// Wait until metadata shows the topic with a leader for every
+	// partition, so the next produce or offset lookup finds it. kfake
+	// answers at once; a real broker publishes new metadata asynchronously
+	// (seconds when it is busy, e.g. deleting other topics), and until a
+	// partition has a leader ListOffsets on it fails.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		td, err := k.adm.ListTopics(ctx, topic)
+		if err == nil {
+			if t, ok := td[topic]; ok && t.Err == nil && len(t.Partitions) > 0 && allLed(t) {
+				return len(t.Partitions), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("topic %s was created but its partitions have no leader in metadata after 30s", topic)
 		}
 		select {
 		case <-ctx.Done():
@@ -105,7 +116,16 @@ func (k *kafka) ensureTopic(ctx context.Context, topic string, n int, configs ma
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return 0, fmt.Errorf("topic %s was created but does not show in metadata", topic)
+}
+
+// allLed reports whether every partition of t has a leader.
+func allLed(t kadm.TopicDetail) bool {
+	for _, p := range t.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // endOffsets returns the log end offset of each partition of topic.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,12 @@ func TestSQLLogic(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			t.Parallel()
+			if testBrokers() != "" {
+				// One shared cluster: files run in turn (sharedbroker_test.go).
+				isolateTopics(t)
+			} else {
+				t.Parallel()
+			}
 			runSLTFile(t, f)
 		})
 	}
@@ -40,11 +46,11 @@ func startTestServer(t *testing.T, dir string) *Server {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg := Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", AppID: "slt", Logger: log}
-	if b := os.Getenv("TURBINE_TEST_BROKERS"); b != "" {
-		// A real cluster is shared by every file: each gets its own app id
-		// and topic names are unique per file by convention.
-		cfg.Brokers = []string{b}
-		cfg.AppID = "slt-" + filepath.Base(dir)
+	if b := testBrokers(); b != "" {
+		// A real cluster shared by every file: each file gets its own app
+		// id and its topics are deleted when it ends (sharedbroker_test.go).
+		cfg.Brokers = strings.Split(b, ",")
+		cfg.AppID = sharedAppID(t)
 	}
 	srv, err := Start(ctx, cfg)
 	if err != nil {
