@@ -34,6 +34,9 @@ type Source struct {
 	OnError       string // fail, skip, dlq
 	DLQTopic      string
 	Watermark     *Watermark
+	// IdleTimeoutMs: a partition with nothing new to read for this long
+	// stops holding the watermark back.
+	IdleTimeoutMs int64
 	SQL           string
 }
 
@@ -60,6 +63,11 @@ type StreamOptions struct {
 	Strategy   string // auto, local, repartition, combine
 	Guarantee  string // at_least_once, exactly_once
 	MessageKey string
+	// AllowedLatenessMs keeps a window open this long past the watermark.
+	AllowedLatenessMs int64
+	// LateDataTopic receives rows later than that; empty: they are dropped
+	// (and counted).
+	LateDataTopic string
 }
 
 // Relation is what a query can read: a source or a stream's output.

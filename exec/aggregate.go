@@ -9,33 +9,75 @@ import (
 
 	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/window"
 )
 
 // NoWindow is the window start of every group of an unwindowed aggregation.
 const NoWindow int64 = 0
 
-// Aggregator is the hash aggregation operator: it filters a batch, assigns
-// each row to its (window, key) slot and folds it into the accumulators.
-type Aggregator struct {
+// AggConfig describes a hash aggregation.
+type AggConfig struct {
 	Filter   Expr
 	Keys     []Expr
-	KeyTypes []types.Type
 	PK       int // index in Keys of the partition key; -1: none
 	TimeIdx  int // input column of event time; -1: no window
-	SizeMs   int64
-	AggArgs  [][]Expr
-	Table    *GroupTable
-
-	mem    memory.Allocator
-	rows   RowKeys
-	probes []probeKey
-	wins   []int64
-	slots  []uint32
-	pkBuf  []byte
+	Window   *window.Spec
+	Lateness int64 // allowed lateness, millis
+	Specs    []agg.Spec
+	Args     [][]Expr // per aggregate, over the input
 }
 
-// NewAggregator builds the operator; specs and args are per aggregate.
-func NewAggregator(filter Expr, keys []Expr, pk, timeIdx int, sizeMs int64, specs []agg.Spec, args [][]Expr) (*Aggregator, error) {
+// Aggregator is the hash aggregation operator: it filters a batch, assigns
+// each row to its (slice, key) slot and folds it into the accumulators.
+//
+// A slice is a tumbling window for TUMBLE, and a stretch of the gcd of
+// slide and size for HOP: each row updates exactly one slice, and a hopping
+// window is assembled from its slices when it closes, so overlapping
+// windows share the work instead of each row updating size/slide windows.
+type Aggregator struct {
+	AggConfig
+	KeyTypes []types.Type
+	Table    *GroupTable
+
+	mem     memory.Allocator
+	rows    RowKeys
+	probes  []probeKey
+	wins    []int64
+	slots   []uint32
+	pkBuf   []byte
+	keep    []bool
+	emitTab *GroupTable // HOP: where a window's slices are merged to emit it
+	encBuf  []byte
+}
+
+// NewAggregator builds the operator.
+func NewAggregator(cfg AggConfig) (*Aggregator, error) {
+	funcs, err := newFuncs(cfg.Specs)
+	if err != nil {
+		return nil, err
+	}
+	kt := make([]types.Type, len(cfg.Keys))
+	for i, k := range cfg.Keys {
+		kt[i] = k.Type()
+	}
+	if cfg.Window == nil {
+		cfg.TimeIdx = -1
+	} else if err := cfg.Window.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Aggregator{AggConfig: cfg, KeyTypes: kt, Table: NewGroupTable(funcs), mem: memory.DefaultAllocator}
+	if cfg.Window != nil && cfg.Window.Kind == window.Hop && cfg.Window.SliceSize() != cfg.Window.Size {
+		if a.emitTab, err = a.newTable(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Window != nil && cfg.Window.Kind == window.Session {
+		return nil, fmt.Errorf("SESSION windows are not supported yet")
+	}
+	return a, nil
+}
+
+func newFuncs(specs []agg.Spec) ([]agg.Func, error) {
 	funcs := make([]agg.Func, len(specs))
 	for i, s := range specs {
 		f, err := agg.New(s)
@@ -44,12 +86,17 @@ func NewAggregator(filter Expr, keys []Expr, pk, timeIdx int, sizeMs int64, spec
 		}
 		funcs[i] = f
 	}
-	kt := make([]types.Type, len(keys))
-	for i, k := range keys {
-		kt[i] = k.Type()
+	return funcs, nil
+}
+
+// newTable is an empty group table over fresh accumulators of the same
+// aggregates.
+func (a *Aggregator) newTable() (*GroupTable, error) {
+	funcs, err := newFuncs(a.Specs)
+	if err != nil {
+		return nil, err
 	}
-	return &Aggregator{Filter: filter, Keys: keys, KeyTypes: kt, PK: pk, TimeIdx: timeIdx, SizeMs: sizeMs,
-		AggArgs: args, Table: NewGroupTable(funcs), mem: memory.DefaultAllocator}, nil
+	return NewGroupTable(funcs), nil
 }
 
 // prepareProbes fills a.probes with every row's probe key: straight from
@@ -72,77 +119,87 @@ func (a *Aggregator) prepareProbes(keys []*Vec, n int) {
 	a.probes = probeRows(a.probes, &a.rows, n)
 }
 
-// windows computes the window of every row into a.wins and marks the late
-// ones (a NULL event time, or a window ended at or before closedBefore).
-func (a *Aggregator) windows(ts *Vec, n int, closedBefore int64, hasClosed bool) (late int, keep []bool) {
-	a.wins = a.windowsOf(ts, n)
-	size := a.SizeMs
-	for i, w := range a.wins {
-		if ts.IsNull(i) || (hasClosed && w+size <= closedBefore) {
-			if keep == nil {
-				keep = make([]bool, n)
-				for j := range keep {
-					keep[j] = true
-				}
-			}
-			keep[i] = false
-			late++
-		}
-	}
-	return late, keep
-}
-
-func (a *Aggregator) windowsOf(ts *Vec, n int) []int64 {
-	wins := slices.Grow(a.wins[:0], n)[:n]
-	size := a.SizeMs
-	for i, t := range ts.I[:n] {
-		wins[i] = WindowOf(t, size)
-	}
-	return wins
-}
-
-// WindowOf is the tumbling window start of event time ts.
-func WindowOf(ts, size int64) int64 {
-	w := ts - ts%size
-	if ts < 0 && ts%size != 0 {
-		w -= size
-	}
-	return w
-}
-
-// Consume folds batch b in. Rows whose window already ended at or before
-// closedBefore are late: they are not folded in and their count is returned.
-// Rows with a NULL event time belong to no window and are counted as late too.
+// Consume folds batch b in. It returns the rows (indices into b) that
+// passed the filter but are late: their event time is NULL, or every
+// window they fall in has closed (its end plus the allowed lateness is at
+// or before the watermark wm). Late rows are not folded in.
 //
-// The work is column-at-a-time: windows and lateness in one typed loop, the
-// group keys encoded a column at a time (RowKeys), then one hash probe per
-// row to a dense slot id, then each aggregate's typed update loop over the
-// slot vector.
-func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late int, err error) {
-	if b.N == 0 {
-		return 0, nil
+// The work is column-at-a-time: filter, slices and lateness in typed
+// loops, the group keys encoded a column at a time (RowKeys), then one hash
+// probe per row to a dense slot id, then each aggregate's typed update loop
+// over the slot vector.
+func (a *Aggregator) Consume(b *Batch, wm int64, hasWM bool) (late []int, err error) {
+	n := b.N
+	if n == 0 {
+		return nil, nil
 	}
-	b, err = FilterBatch(b, a.Filter)
-	if err != nil || b.N == 0 {
-		return 0, err
+	a.keep = slices.Grow(a.keep[:0], n)[:n]
+	keep := a.keep
+	kept := n
+	if a.Filter != nil {
+		m, err := a.Filter.Eval(b)
+		if err != nil {
+			return nil, err
+		}
+		kept = 0
+		for i := 0; i < n; i++ {
+			keep[i] = !m.IsNull(i) && m.B[i]
+			if keep[i] {
+				kept++
+			}
+		}
+	} else {
+		for i := range keep {
+			keep[i] = true
+		}
 	}
 	a.wins = a.wins[:0]
-	if a.TimeIdx >= 0 {
-		var keep []bool
-		late, keep = a.windows(b.Cols[a.TimeIdx], b.N, closedBefore, hasClosed)
-		if late == b.N {
-			return late, nil
+	if a.Window != nil {
+		ts := b.Cols[a.TimeIdx]
+		a.wins = slices.Grow(a.wins, n)[:n]
+		spec := a.Window
+		g := spec.SliceSize()
+		for i, t := range ts.I[:n] {
+			a.wins[i] = window.FloorTo(t, g)
 		}
-		if late > 0 {
-			b = b.Select(keep, b.N-late)
-			a.wins = a.windowsOf(b.Cols[a.TimeIdx], b.N)
+		for i := 0; i < n; i++ {
+			if !keep[i] {
+				continue
+			}
+			if ts.IsNull(i) || (hasWM && spec.LastWindowEnd(a.wins[i])+a.Lateness <= wm) {
+				keep[i] = false
+				kept--
+				late = append(late, i)
+			}
 		}
 	}
+	if kept == 0 {
+		return late, nil
+	}
+	if kept < n {
+		b = b.Select(keep, kept)
+		if len(a.wins) > 0 {
+			j := 0
+			for i, k := range keep {
+				if k {
+					a.wins[j] = a.wins[i]
+					j++
+				}
+			}
+			a.wins = a.wins[:j]
+		}
+	}
+	return late, a.fold(b, a.wins)
+}
+
+// fold assigns every row of b to the slot of (wins[i] or NoWindow, key)
+// and updates the aggregates.
+func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	keys := make([]*Vec, len(a.Keys))
 	for i, k := range a.Keys {
 		v, err := k.Eval(b)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		keys[i] = v
 	}
@@ -150,8 +207,8 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 	slots := a.slots[:0]
 	w := NoWindow
 	for i := range a.probes {
-		if len(a.wins) > 0 {
-			w = a.wins[i]
+		if len(wins) > 0 {
+			w = wins[i]
 		}
 		p := &a.probes[i]
 		var key []byte
@@ -166,7 +223,7 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 		slots = append(slots, s)
 	}
 	a.slots = slots
-	args := make([][]arrow.Array, len(a.AggArgs))
+	args := make([][]arrow.Array, len(a.Args))
 	defer func() {
 		for _, as := range args {
 			for _, x := range as {
@@ -174,58 +231,55 @@ func (a *Aggregator) Consume(b *Batch, closedBefore int64, hasClosed bool) (late
 			}
 		}
 	}()
-	for j, exprs := range a.AggArgs {
+	for j, exprs := range a.Args {
 		for _, e := range exprs {
 			v, err := e.Eval(b)
 			if err != nil {
-				return late, err
+				return err
 			}
 			args[j] = append(args[j], arrowView(v, a.mem))
 		}
 	}
 	a.Table.Update(slots, args)
-	return late, nil
+	return nil
 }
 
-// Emit builds the post-aggregation rows of slots: keys, then (when
-// windowed) window start and end, then each aggregate's result.
-func (a *Aggregator) Emit(slots []uint32) (*Batch, error) {
+// emit builds the post-aggregation rows of slots of table t: keys, then
+// (when windowed) the window's start and end, then each aggregate's
+// result.
+func (a *Aggregator) emit(t *GroupTable, slots []uint32, start, end int64) (*Batch, error) {
 	n := len(slots)
-	ncols := len(a.Keys) + len(a.Table.Aggs)
-	if a.TimeIdx >= 0 {
+	ncols := len(a.Keys) + len(t.Aggs)
+	if a.Window != nil {
 		ncols += 2
 	}
 	out := &Batch{N: n, Cols: make([]*Vec, 0, ncols)}
 	keyCols := make([]*Vec, len(a.Keys))
-	for j, t := range a.KeyTypes {
-		keyCols[j] = newVec(t, n)
+	for j, kt := range a.KeyTypes {
+		keyCols[j] = newVec(kt, n)
 	}
-	var ws, we *Vec
-	if a.TimeIdx >= 0 {
-		ws, we = newVec(types.Timestamp, n), newVec(types.Timestamp, n)
-	}
-	aggCols := make([]*Vec, len(a.Table.Aggs))
-	for j, f := range a.Table.Aggs {
+	aggCols := make([]*Vec, len(t.Aggs))
+	for j, f := range t.Aggs {
 		aggCols[j] = newVec(f.ResultType(), n)
 	}
 	for i, s := range slots {
-		m := a.Table.Meta(s)
-		vals, err := DecodeKey(a.Table.Key(s), a.KeyTypes)
+		vals, err := DecodeKey(t.Key(s), a.KeyTypes)
 		if err != nil {
 			return nil, err
 		}
 		for j, v := range vals {
 			setValue(keyCols[j], i, v)
 		}
-		if ws != nil {
-			ws.I[i], we.I[i] = m.Window, m.Window+a.SizeMs
-		}
-		for j, f := range a.Table.Aggs {
+		for j, f := range t.Aggs {
 			setValue(aggCols[j], i, f.Result(s))
 		}
 	}
 	out.Cols = append(out.Cols, keyCols...)
-	if ws != nil {
+	if a.Window != nil {
+		ws, we := newVec(types.Timestamp, n), newVec(types.Timestamp, n)
+		for i := range ws.I {
+			ws.I[i], we.I[i] = start, end
+		}
 		out.Cols = append(out.Cols, ws, we)
 	}
 	out.Cols = append(out.Cols, aggCols...)

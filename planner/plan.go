@@ -16,6 +16,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/window"
 )
 
 // WindowSpec is the event-time window of a GROUP BY.
@@ -24,6 +25,7 @@ type WindowSpec struct {
 	TimeCol string
 	TimeIdx int // input column of event time
 	SizeMs  int64
+	Spec    window.Spec
 }
 
 // AggCall is one aggregate of the query.
@@ -282,7 +284,8 @@ func addGroupItem(in *scope, as *aggScope, e ast.ExprNode) error {
 			if size <= 0 {
 				return sql.Errorf(sql.CodeInvalidParameter, "window size must be positive")
 			}
-			as.window = &WindowSpec{Kind: "TUMBLE", TimeCol: in.input[idx].Name, TimeIdx: idx, SizeMs: size}
+			as.window = &WindowSpec{Kind: "TUMBLE", TimeCol: in.input[idx].Name, TimeIdx: idx, SizeMs: size,
+				Spec: window.Spec{Kind: window.Tumble, Size: size}}
 			return nil
 		}
 	}

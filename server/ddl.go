@@ -13,8 +13,11 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic"}
-var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee"}
+var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout"}
+var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic"}
+
+// DefaultIdleTimeoutMs is a source's idle_timeout when it sets none.
+const DefaultIdleTimeoutMs = 5000
 
 // sourceFrom validates a CREATE SOURCE into a catalog entry; every option
 // is checked here, once, with an error naming it.
@@ -43,6 +46,12 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 		return nil, err
 	}
 	src.Partitions = n
+	if src.IdleTimeoutMs, err = o.Millis("idle_timeout", DefaultIdleTimeoutMs); err != nil {
+		return nil, err
+	}
+	if src.IdleTimeoutMs <= 0 {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "idle_timeout must be positive").WithPos(o["idle_timeout"].Pos)
+	}
 	if pk, ok := o["partition_key"]; ok {
 		i := src.Schema.Index(pk.Value)
 		if i < 0 {
@@ -129,6 +138,13 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, err
 	}
 	def.Partitions = n
+	if def.Options.AllowedLatenessMs, err = o.Millis("allowed_lateness", 0); err != nil {
+		return nil, nil, err
+	}
+	if def.Options.AllowedLatenessMs < 0 {
+		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "allowed_lateness cannot be negative").WithPos(o["allowed_lateness"].Pos)
+	}
+	def.Options.LateDataTopic = o.String("late_data_topic", "")
 	p, err := planner.BuildStream(s.cat, st.Query, text, def.Options.Strategy)
 	if err != nil {
 		return nil, nil, err

@@ -5,15 +5,17 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the engine's Prometheus series, registered on the server's
 // own registry (never the global one, so tests can run several servers).
 type metrics struct {
-	reg          *prometheus.Registry
-	recordsIn    *prometheus.CounterVec
-	recordsOut   *prometheus.CounterVec
-	lateRows     *prometheus.CounterVec
-	decodeErrors *prometheus.CounterVec
-	watermark    *prometheus.GaugeVec
-	watermarkLag *prometheus.GaugeVec
-	batchSeconds *prometheus.HistogramVec
-	openGroups   *prometheus.GaugeVec
+	reg             *prometheus.Registry
+	recordsIn       *prometheus.CounterVec
+	recordsOut      *prometheus.CounterVec
+	lateRows        *prometheus.CounterVec
+	decodeErrors    *prometheus.CounterVec
+	watermark       *prometheus.GaugeVec
+	watermarkLag    *prometheus.GaugeVec
+	batchSeconds    *prometheus.HistogramVec
+	openGroups      *prometheus.GaugeVec
+	recoveredTimers *prometheus.CounterVec
+	idlePartitions  *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -26,8 +28,8 @@ func newMetrics() *metrics {
 			Name: "turbine_records_out_total", Help: "Records a stream wrote to its output topic.",
 		}, []string{"stream"}),
 		lateRows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "turbine_late_rows_total", Help: "Rows dropped because their window had already closed.",
-		}, []string{"stream"}),
+			Name: "turbine_late_rows_total", Help: "Rows whose windows had all closed: dropped, or routed to the late_data_topic.",
+		}, []string{"stream", "action"}),
 		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_decode_errors_total", Help: "Undecodable input records, by the on_error policy that handled them.",
 		}, []string{"stream", "policy"}),
@@ -44,8 +46,15 @@ func newMetrics() *metrics {
 		openGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turbine_open_groups", Help: "Open (key, window) groups held by a stream.",
 		}, []string{"stream"}),
+		recoveredTimers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_recovered_due_timers_total", Help: "Windows already due when a stream started (closed at once).",
+		}, []string{"stream"}),
+		idlePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_idle_partitions", Help: "Input partitions idle (nothing to read for idle_timeout) and not holding the watermark back.",
+		}, []string{"stream"}),
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.lateRows, m.decodeErrors, m.watermark, m.watermarkLag, m.batchSeconds, m.openGroups,
+		m.recoveredTimers, m.idlePartitions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -61,4 +70,6 @@ func (m *metrics) forget(stream string) {
 	m.watermarkLag.DeletePartialMatch(l)
 	m.batchSeconds.DeletePartialMatch(l)
 	m.openGroups.DeletePartialMatch(l)
+	m.recoveredTimers.DeletePartialMatch(l)
+	m.idlePartitions.DeletePartialMatch(l)
 }

@@ -27,7 +27,7 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 	}
 	var ag *exec.Aggregator
 	if p.Aggregate {
-		if ag, err = buildAggregator(p); err != nil {
+		if ag, err = buildAggregator(p, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -81,15 +81,19 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 		return nil, err
 	}
 	if ag != nil {
-		b, err := ag.Emit(ag.Table.AllSlots())
+		groups, err := ag.EmitAll()
 		if err != nil {
 			return nil, err
 		}
-		if b, err = exec.FilterBatch(b, p.Having); err != nil {
-			return nil, err
-		}
-		if rows, err = exec.Project(b, p.Project); err != nil {
-			return nil, err
+		for _, b := range groups {
+			if b, err = exec.FilterBatch(b, p.Having); err != nil {
+				return nil, err
+			}
+			out, err := exec.Project(b, p.Project)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, out...)
 		}
 	}
 	if len(p.OrderBy) > 0 {

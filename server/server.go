@@ -43,6 +43,9 @@ type Config struct {
 	// batching them bounds that cost, at the price of this much latency on
 	// a window's close. Zero means DefaultCommitInterval.
 	CommitInterval time.Duration
+	// Clock is the wall clock of idleness timeouts; nil is time.Now.
+	// Tests inject their own.
+	Clock func() time.Time
 }
 
 // DefaultCommitInterval is the commit cadence when Config sets none.
@@ -65,6 +68,7 @@ type Server struct {
 	mu      sync.Mutex // guards runners and DDL
 	runners map[string]*runner
 
+	clock    func() time.Time
 	dlqMu    sync.Mutex
 	dlqParts map[string]int
 }
@@ -77,7 +81,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AppID == "" {
 		cfg.AppID = "turbinesql"
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}, clock: cfg.Clock}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
@@ -212,16 +219,16 @@ func (s *Server) dlqPartitions(ctx context.Context, topic string) int {
 }
 
 // buildAggregator makes the hash aggregation operator of a plan.
-func buildAggregator(p *planner.Plan) (*exec.Aggregator, error) {
-	specs := make([]agg.Spec, len(p.Aggs))
-	args := make([][]exec.Expr, len(p.Aggs))
+func buildAggregator(p *planner.Plan, latenessMs int64) (*exec.Aggregator, error) {
+	cfg := exec.AggConfig{Filter: p.Filter, Keys: p.Keys, PK: p.PartitionKey, TimeIdx: -1, Lateness: latenessMs,
+		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs))}
 	for i, a := range p.Aggs {
-		specs[i] = a.Spec
-		args[i] = a.Args
+		cfg.Specs[i] = a.Spec
+		cfg.Args[i] = a.Args
 	}
-	timeIdx, size := -1, int64(0)
 	if p.Window != nil {
-		timeIdx, size = p.Window.TimeIdx, p.Window.SizeMs
+		spec := p.Window.Spec
+		cfg.TimeIdx, cfg.Window = p.Window.TimeIdx, &spec
 	}
-	return exec.NewAggregator(p.Filter, p.Keys, p.PartitionKey, timeIdx, size, specs, args)
+	return exec.NewAggregator(cfg)
 }

@@ -16,19 +16,12 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/window"
 )
 
 // watermarkMetaPartition is the pseudo-partition under which a stream's own
 // watermark (how far its windows have been closed) is stored with its state.
 const watermarkMetaPartition = -1
-
-// partState is what a runner knows of one input partition.
-type partState struct {
-	next    int64 // next offset to read; everything before it is in state
-	hwm     int64 // log end offset last seen; next >= hwm means read to its end
-	maxTime int64 // max event time seen
-	hasTime bool
-}
 
 // flushReq asks a runner to report once it has processed up to targets.
 type flushReq struct {
@@ -41,6 +34,7 @@ type streamStats struct {
 	in, out, late, skipped, dlq int64
 	watermark                   int64
 	hasWatermark                bool
+	idle                        int // partitions not holding the watermark back
 }
 
 // runner executes one stream on the partitions of its input topic: decode,
@@ -59,11 +53,14 @@ type runner struct {
 	log    *slog.Logger
 
 	dec   *exec.JSONDecoder
-	agg   *exec.Aggregator // nil for a stateless stream
-	parts map[int32]*partState
-	wm    int64 // windows ending at or before wm are closed
+	agg   *exec.Aggregator   // nil for a stateless stream
+	wms   *window.Watermarks // per-partition positions and event time
+	wm    int64              // the watermark windows have been closed up to
 	hasWM bool
-	rr    int
+	// recovering: the first close after a start also closes windows the
+	// restored watermark had already passed (due timers recovered).
+	recovering bool
+	rr         int
 
 	cl      *kgo.Client
 	fetchCh chan kgo.Fetches
@@ -85,7 +82,7 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 	r := &runner{
 		srv: srv, def: def, plan: plan, input: plan.Input, schema: plan.Input.Schema, outN: outN,
 		tsIdx: -1, log: srv.log.With("stream", def.Name),
-		parts: map[int32]*partState{}, fetchCh: make(chan kgo.Fetches), flushCh: make(chan *flushReq),
+		fetchCh: make(chan kgo.Fetches), flushCh: make(chan *flushReq),
 		done: make(chan struct{}), status: "starting",
 	}
 	if wm := plan.Input.Watermark; wm != nil {
@@ -97,15 +94,20 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 		r.tsIdx = plan.Window.TimeIdx
 	}
 	r.dec = exec.NewJSONDecoder(r.schema, nil)
+	idle := int64(DefaultIdleTimeoutMs)
+	if src := plan.Input.Source; src != nil && src.IdleTimeoutMs > 0 {
+		idle = src.IdleTimeoutMs
+	}
+	r.wms = window.NewWatermarks(r.delay, time.Duration(idle)*time.Millisecond, srv.clock)
 	if plan.Aggregate {
-		a, err := buildAggregator(plan)
+		a, err := buildAggregator(plan, def.Options.AllowedLatenessMs)
 		if err != nil {
 			return nil, err
 		}
 		r.agg = a
 	}
 	for p := 0; p < nparts; p++ {
-		r.parts[int32(p)] = &partState{}
+		r.wms.Add(int32(p), 0, 0, 0, false)
 	}
 	return r, nil
 }
@@ -119,22 +121,21 @@ func (r *runner) restore() error {
 	for p, m := range metas {
 		if p == watermarkMetaPartition {
 			r.wm, r.hasWM = m.MaxTime, m.HasTime
+			r.wms.Restore(m.MaxTime, m.HasTime)
 			r.stats.watermark, r.stats.hasWatermark = m.MaxTime, m.HasTime
 			continue
 		}
-		ps, ok := r.parts[p]
-		if !ok { // the topic lost partitions: nothing to read there
+		if r.wms.Part(p) == nil { // the topic lost partitions: nothing to read there
 			continue
 		}
-		ps.next, ps.maxTime, ps.hasTime = m.Offset, m.MaxTime, m.HasTime
+		r.wms.Add(p, m.Offset, m.Offset, m.MaxTime, m.HasTime)
 	}
 	if r.agg == nil {
 		return nil
 	}
+	r.recovering = r.hasWM
 	return r.srv.store.Accs(r.def.Name, func(kg uint16, key []byte, window int64, val []byte) error {
-		s := r.agg.Table.Slot(window, key, kg)
-		r.agg.Table.Meta(s).Stored = true
-		if err := r.agg.Table.Merge(s, val); err != nil {
+		if err := r.agg.Restore(exec.StateRef{KG: kg, Key: key, Window: window}, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", r.def.Name, err)
 		}
 		return nil
@@ -154,12 +155,10 @@ func (r *runner) start() error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", r.def.Name, err)
 	}
-	for p, ps := range r.parts {
-		ps.hwm = ends[p]
-	}
 	assign := map[int32]kgo.Offset{}
-	for p, ps := range r.parts {
-		assign[p] = kgo.NewOffset().At(ps.next)
+	for p, ps := range r.wms.Parts() {
+		r.wms.SawEnd(p, ends[p])
+		assign[p] = kgo.NewOffset().At(ps.Next)
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(r.srv.kafka.brokers...),
@@ -216,7 +215,12 @@ func (r *runner) loop(ctx context.Context) {
 			r.finalCommit()
 			return
 		case <-tick.C:
-			if r.uncommitted && !r.failed() && time.Since(r.lastCommit) >= every {
+			if r.failed() {
+				continue
+			}
+			// Commit what is pending; or, with nothing pending, close the
+			// windows a partition going idle has released.
+			if (r.uncommitted && time.Since(r.lastCommit) >= every) || r.watermarkWouldMove() {
 				r.commit(ctx)
 			}
 		case fs := <-r.fetchCh:
@@ -310,15 +314,13 @@ func (r *runner) checkPending(ctx context.Context) {
 	for _, req := range r.pending {
 		ok := true
 		for p, t := range req.targets {
-			if ps, found := r.parts[p]; found && ps.next < t {
+			if ps := r.wms.Part(p); ps != nil && ps.Next < t {
 				ok = false
 			}
 		}
 		if ok {
 			for p, t := range req.targets {
-				if ps, found := r.parts[p]; found && t > ps.hwm {
-					ps.hwm = t
-				}
+				r.wms.FlushedTo(p, t)
 			}
 			ready = append(ready, req)
 		} else {
@@ -371,22 +373,20 @@ func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
 		if err != nil {
 			return
 		}
-		ps, ok := r.parts[fp.Partition]
-		if !ok {
+		ps := r.wms.Part(fp.Partition)
+		if ps == nil {
 			return
 		}
-		if fp.HighWatermark > ps.hwm {
-			ps.hwm = fp.HighWatermark
-		}
+		r.wms.SawEnd(fp.Partition, fp.HighWatermark)
 		recs := fp.Records
-		for len(recs) > 0 && recs[0].Offset < ps.next { // already in state
+		for len(recs) > 0 && recs[0].Offset < ps.Next { // already in state
 			recs = recs[1:]
 		}
 		if len(recs) == 0 {
 			return
 		}
 		var rows [][]any
-		rows, err = r.processPartition(ctx, fp.Partition, ps, recs)
+		rows, err = r.processPartition(ctx, fp.Partition, recs)
 		outRows = append(outRows, rows...)
 	})
 	if err != nil {
@@ -398,12 +398,12 @@ func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
 	return nil
 }
 
-func (r *runner) processPartition(ctx context.Context, p int32, ps *partState, recs []*kgo.Record) ([][]any, error) {
+func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Record) ([][]any, error) {
 	values := make([][]byte, len(recs))
 	for i, rec := range recs {
 		values[i] = rec.Value
 	}
-	rec, _, derrs := r.dec.Decode(values)
+	rec, decoded, derrs := r.dec.Decode(values)
 	defer rec.Release()
 	if len(derrs) > 0 {
 		if err := r.handleDecodeErrors(ctx, p, recs, derrs); err != nil {
@@ -411,11 +411,13 @@ func (r *runner) processPartition(ctx context.Context, p int32, ps *partState, r
 		}
 	}
 	b := exec.BatchOf(rec, r.schema)
+	var maxTime int64
+	hasTime := false
 	if r.tsIdx >= 0 {
 		ts := b.Cols[r.tsIdx]
 		for i := 0; i < b.N; i++ {
-			if !ts.IsNull(i) && (!ps.hasTime || ts.I[i] > ps.maxTime) {
-				ps.maxTime, ps.hasTime = ts.I[i], true
+			if !ts.IsNull(i) && (!hasTime || ts.I[i] > maxTime) {
+				maxTime, hasTime = ts.I[i], true
 			}
 		}
 	}
@@ -427,9 +429,10 @@ func (r *runner) processPartition(ctx context.Context, p int32, ps *partState, r
 		if err != nil {
 			return nil, fmt.Errorf("%s/%d offsets %d-%d: %w", r.input.Topic, p, recs[0].Offset, recs[len(recs)-1].Offset, err)
 		}
-		if late > 0 {
-			r.srv.metrics.lateRows.WithLabelValues(r.def.Name).Add(float64(late))
-			r.addStats(func(s *streamStats) { s.late += int64(late) })
+		if len(late) > 0 {
+			if err := r.handleLate(ctx, recs, decoded, late, b); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		fb, err := exec.FilterBatch(b, r.plan.Filter)
@@ -441,7 +444,7 @@ func (r *runner) processPartition(ctx context.Context, p int32, ps *partState, r
 			return nil, err
 		}
 	}
-	ps.next = recs[len(recs)-1].Offset + 1
+	r.wms.Read(p, recs[len(recs)-1].Offset+1, maxTime, hasTime)
 	return rows, nil
 }
 
@@ -493,91 +496,81 @@ func (r *runner) handleDecodeErrors(ctx context.Context, p int32, recs []*kgo.Re
 		r.input.Topic, p, recs[de.Index].Offset, de.Err, r.input.Name)
 }
 
-// watermark computes the stream watermark: the minimum over partitions that
-// are still catching up; a partition read to its end does not hold it back.
-// When every partition is at its end, the maximum over them stands.
-func (r *runner) watermark() (int64, bool) {
-	var minActive, maxAll int64
-	anyActive, anyTime := false, false
-	for _, ps := range r.parts {
-		idle := ps.next >= ps.hwm
-		if !idle {
-			if !ps.hasTime {
-				return 0, false // a partition behind with no time yet holds everything
-			}
-			pw := ps.maxTime - r.delay
-			if !anyActive || pw < minActive {
-				minActive = pw
-			}
-			anyActive = true
-		}
-		if ps.hasTime {
-			pw := ps.maxTime - r.delay
-			if !anyTime || pw > maxAll {
-				maxAll = pw
-			}
-			anyTime = true
-		}
+// watermarkWouldMove reports whether the watermark has moved past the one
+// windows were closed at (say a partition went idle), so a commit would
+// close windows even with no new input.
+func (r *runner) watermarkWouldMove() bool {
+	if r.agg == nil || r.plan.Window == nil {
+		return false
 	}
-	if anyActive {
-		return minActive, true
-	}
-	return maxAll, anyTime
+	wm, ok := r.wms.Current()
+	return ok && (!r.hasWM || wm > r.wm)
 }
 
 // closeAndCommit emits the windows the watermark has passed, then persists
 // state, positions and the watermark in one batch.
 func (r *runner) closeAndCommit(ctx context.Context) error {
+	prev, hadPrev := r.wm, r.hasWM
+	if r.recovering {
+		hadPrev = false // close what the restored watermark had passed
+	}
 	if r.agg != nil && r.plan.Window != nil {
-		if wm, ok := r.watermark(); ok && (!r.hasWM || wm > r.wm) {
+		if wm, ok := r.wms.Current(); ok && (!r.hasWM || wm > r.wm) {
 			r.wm, r.hasWM = wm, true
 		}
 	}
 	batch := r.srv.store.NewBatch(r.def.Name)
 	defer batch.Close()
 	if r.agg != nil {
-		var closed []int64
-		if r.hasWM && r.plan.Window != nil {
-			closed = r.agg.Table.DueWindows(r.wm, r.plan.Window.SizeMs)
-		}
 		var out [][]any
-		closedSlots := make([][]uint32, len(closed))
-		for i, w := range closed {
-			slots := r.agg.Table.WindowSlots(w)
-			closedSlots[i] = slots
-			rows, err := r.finalRows(slots)
-			if err != nil {
-				return err
+		if r.hasWM && r.plan.Window != nil {
+			due := r.agg.DueWindows(prev, hadPrev, r.wm)
+			if r.recovering {
+				// Windows the watermark at the last commit had already
+				// passed: their timers were due while the stream was down.
+				var recovered int
+				for _, w := range due {
+					if w+r.plan.Window.Spec.Size+r.agg.Lateness <= prev {
+						recovered++
+					}
+				}
+				r.srv.metrics.recoveredTimers.WithLabelValues(r.def.Name).Add(float64(recovered))
 			}
-			out = append(out, rows...)
+			for _, w := range due {
+				b, err := r.agg.EmitWindow(w)
+				if err != nil {
+					return err
+				}
+				rows, err := r.finalRows(b)
+				if err != nil {
+					return err
+				}
+				out = append(out, rows...)
+			}
 		}
 		if err := r.produceRows(ctx, out); err != nil {
 			return err
 		}
-		// A closed window's groups are deleted from state, or never written
-		// when they opened and closed since the last commit; then the
-		// changed groups of open windows are written.
-		for i, w := range closed {
-			for _, s := range closedSlots[i] {
-				if m := r.agg.Table.Meta(s); m.Stored {
-					if err := batch.DeleteAcc(m.KG, r.agg.Table.Key(s), m.Window); err != nil {
-						return err
-					}
+		// Slices no open window needs are deleted from state (those
+		// written before; one that opened and closed since the last commit
+		// was never written), then the changed groups are written.
+		if r.hasWM {
+			for _, ref := range r.agg.Expire(r.wm) {
+				if err := batch.DeleteAcc(ref.KG, ref.Key, ref.Window); err != nil {
+					return err
 				}
 			}
-			r.agg.Table.CloseWindow(w)
 		}
-		for _, s := range r.agg.Table.Dirty() {
-			m := r.agg.Table.Meta(s)
-			if err := batch.PutAcc(m.KG, r.agg.Table.Key(s), m.Window, r.agg.Table.Encode(nil, s)); err != nil {
-				return err
-			}
-			m.Stored = true
+		if err := r.agg.Changes(func(ref exec.StateRef, val []byte) error {
+			return batch.PutAcc(ref.KG, ref.Key, ref.Window, val)
+		}); err != nil {
+			return err
 		}
 		r.srv.metrics.openGroups.WithLabelValues(r.def.Name).Set(float64(r.agg.Table.Len()))
 	}
-	for p, ps := range r.parts {
-		if err := batch.PutPartition(p, state.PartitionMeta{Offset: ps.next, MaxTime: ps.maxTime, HasTime: ps.hasTime}); err != nil {
+	r.recovering = false
+	for p, ps := range r.wms.Parts() {
+		if err := batch.PutPartition(p, state.PartitionMeta{Offset: ps.Next, MaxTime: ps.MaxTime, HasTime: ps.HasTime}); err != nil {
 			return err
 		}
 	}
@@ -590,21 +583,19 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 	r.uncommitted, r.lastCommit = false, time.Now()
 	r.mu.Lock()
 	r.stats.watermark, r.stats.hasWatermark = r.wm, r.hasWM
+	r.stats.idle = r.wms.IdleCount()
 	r.mu.Unlock()
 	if r.hasWM {
 		r.srv.metrics.watermark.WithLabelValues(r.def.Name).Set(float64(r.wm))
 		r.srv.metrics.watermarkLag.WithLabelValues(r.def.Name).Set(float64(time.Now().UnixMilli() - r.wm))
 	}
+	r.srv.metrics.idlePartitions.WithLabelValues(r.def.Name).Set(float64(r.stats.idle))
 	return nil
 }
 
-// finalRows applies HAVING and the select list to closed groups.
-func (r *runner) finalRows(slots []uint32) ([][]any, error) {
-	b, err := r.agg.Emit(slots)
-	if err != nil {
-		return nil, err
-	}
-	b, err = exec.FilterBatch(b, r.plan.Having)
+// finalRows applies HAVING and the select list to emitted groups.
+func (r *runner) finalRows(b *exec.Batch) ([][]any, error) {
+	b, err := exec.FilterBatch(b, r.plan.Having)
 	if err != nil {
 		return nil, err
 	}

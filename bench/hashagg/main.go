@@ -101,7 +101,7 @@ func runGrouper(batches []*exec.Batch, text bool) (time.Duration, error) {
 		{Name: "SUM", ArgTypes: []types.Type{types.Int}},
 		{Name: "AVG", ArgTypes: []types.Type{types.Int}},
 	}
-	a, err := exec.NewAggregator(nil, []exec.Expr{k}, -1, -1, 0, specs, [][]exec.Expr{nil, {v}, {v}})
+	a, err := exec.NewAggregator(exec.AggConfig{Keys: []exec.Expr{k}, PK: -1, TimeIdx: -1, Specs: specs, Args: [][]exec.Expr{nil, {v}, {v}}})
 	if err != nil {
 		return 0, err
 	}

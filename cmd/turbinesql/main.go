@@ -70,7 +70,7 @@ func serve(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg := server.Config{
 		DataDir: *dataDir, PGAddr: *pgAddr, HTTPAddr: *httpAddr, KafkaAddr: *kafkaAddr, AppID: *appID, Logger: log,
-		CommitInterval: *commitEvery,
+		CommitInterval:  *commitEvery,
 		AllowNonDivisor: os.Getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS") == "1",
 	}
 	for _, b := range strings.Split(*brokers, ",") {

@@ -1,0 +1,178 @@
+package exec
+
+import (
+	"slices"
+	"sort"
+)
+
+// This file is the life cycle of windowed groups: which windows a
+// watermark closes, how a closed window's rows are built (from its slices),
+// which slices no window needs any more, and what state must be written.
+
+// DueWindows lists, ascending, the starts of the windows that a watermark
+// move from prev (hasPrev false: none before) to wm closes, among windows
+// that hold any group: a window closes when wm reaches its end plus the
+// allowed lateness. Candidates come from the slices present, so a large
+// jump of the watermark costs nothing for the empty windows it passes.
+func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
+	if a.Window == nil {
+		return nil
+	}
+	spec := a.Window
+	step := spec.Slide
+	if step == 0 {
+		step = spec.Size
+	}
+	seen := map[int64]bool{}
+	var out []int64
+	for sl := range a.Table.windows {
+		// windows containing slice sl: ends from its first to its last
+		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
+			closeAt := end + a.Lateness
+			if closeAt > wm || (hasPrev && closeAt <= prev) {
+				continue
+			}
+			if w := end - spec.Size; !seen[w] {
+				seen[w] = true
+				out = append(out, w)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// EmitWindow builds the rows of window w (start w) as it stands now. For a
+// tumbling window that is its one slice; a hopping window's slices are
+// merged per key first.
+func (a *Aggregator) EmitWindow(w int64) (*Batch, error) {
+	spec := a.Window
+	end := w + spec.Size
+	if a.emitTab == nil {
+		return a.emit(a.Table, a.Table.WindowSlots(w), w, end)
+	}
+	t := a.emitTab
+	for _, sl := range spec.SlicesOfWindow(w) {
+		g := a.Table.windows[sl]
+		if g == nil {
+			continue
+		}
+		for _, s := range g.slots {
+			m := a.Table.Meta(s)
+			dst := t.Slot(w, a.Table.Key(s), m.KG)
+			a.encBuf = a.Table.Encode(a.encBuf[:0], s)
+			if err := t.Merge(dst, a.encBuf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b, err := a.emit(t, t.WindowSlots(w), w, end)
+	t.CloseWindow(w)
+	return b, err
+}
+
+// EmitGroups builds the rows of the given slots of an unwindowed
+// aggregation (an upsert stream emits its changed groups).
+func (a *Aggregator) EmitGroups(slots []uint32) (*Batch, error) {
+	return a.emit(a.Table, slots, 0, 0)
+}
+
+// EmitAll builds the rows of every group: of every window holding any, in
+// window order, or of every group of an unwindowed aggregation (a bounded
+// query's result).
+func (a *Aggregator) EmitAll() ([]*Batch, error) {
+	if a.Window == nil {
+		b, err := a.EmitGroups(a.Table.AllSlots())
+		return []*Batch{b}, err
+	}
+	var out []*Batch
+	for _, w := range a.OpenWindows(0, false) {
+		b, err := a.EmitWindow(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// OpenWindows lists, ascending, the windows holding any group that wm
+// has not closed (for early fires).
+func (a *Aggregator) OpenWindows(wm int64, hasWM bool) []int64 {
+	if a.Window == nil {
+		return nil
+	}
+	spec := a.Window
+	step := spec.Slide
+	if step == 0 {
+		step = spec.Size
+	}
+	seen := map[int64]bool{}
+	var out []int64
+	for sl := range a.Table.windows {
+		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
+			if hasWM && end+a.Lateness <= wm {
+				continue
+			}
+			if w := end - spec.Size; !seen[w] {
+				seen[w] = true
+				out = append(out, w)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StateRef names one group's entry in the state store.
+type StateRef struct {
+	KG     uint16
+	Key    []byte
+	Window int64
+}
+
+// Expire drops the slices that no open window needs once the watermark is
+// wm, and returns the state entries to delete (those written before).
+func (a *Aggregator) Expire(wm int64) []StateRef {
+	if a.Window == nil {
+		return nil
+	}
+	var expired []int64
+	for sl := range a.Table.windows {
+		if a.Window.LastWindowEnd(sl)+a.Lateness <= wm {
+			expired = append(expired, sl)
+		}
+	}
+	sort.Slice(expired, func(i, j int) bool { return expired[i] < expired[j] })
+	var dels []StateRef
+	for _, sl := range expired {
+		for _, s := range a.Table.windows[sl].slots {
+			if m := a.Table.Meta(s); m.Stored {
+				dels = append(dels, StateRef{KG: m.KG, Key: slices.Clone(a.Table.Key(s)), Window: sl})
+			}
+		}
+		a.Table.CloseWindow(sl)
+	}
+	return dels
+}
+
+// Changes lists the groups changed since the last call with their encoded
+// accumulators, and marks them stored: the caller writes them to state.
+func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error) error {
+	for _, s := range a.Table.Dirty() {
+		m := a.Table.Meta(s)
+		a.encBuf = a.Table.Encode(a.encBuf[:0], s)
+		if err := put(StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window}, a.encBuf); err != nil {
+			return err
+		}
+		m.Stored = true
+	}
+	return nil
+}
+
+// Restore loads one group's accumulator read back from state.
+func (a *Aggregator) Restore(ref StateRef, val []byte) error {
+	s := a.Table.Slot(ref.Window, ref.Key, ref.KG)
+	a.Table.Meta(s).Stored = true
+	return a.Table.Merge(s, val)
+}
