@@ -19,12 +19,65 @@ import (
 	"github.com/turbinesql/turbinesql/window"
 )
 
+// groupWindow reads TUMBLE(ts, size), HOP(ts, slide, size) or
+// SESSION(ts, gap) in a GROUP BY.
+func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) error {
+	lower := strings.ToLower(kind)
+	pos := sql.FindPos(in.src, lower)
+	if kind == "SESSION" {
+		return sql.Errorf(sql.CodeNotSupported, "SESSION windows are not supported yet; use TUMBLE or HOP").WithPos(pos)
+	}
+	if as.window != nil {
+		return sql.Errorf(sql.CodeNotSupported, "only one window per GROUP BY").WithPos(pos)
+	}
+	usage := map[string]string{"TUMBLE": "(time_column, INTERVAL size)", "HOP": "(time_column, INTERVAL slide, INTERVAL size)"}[kind]
+	want := strings.Count(usage, ",") + 1
+	if len(call.Args) != want {
+		return sql.Errorf(sql.CodeSyntax, "%s takes %s", kind, usage).WithPos(pos)
+	}
+	col, ok := call.Args[0].(*ast.ColumnNameExpr)
+	if !ok {
+		return sql.Errorf(sql.CodeNotSupported, "%s's first argument must be a TIMESTAMP column", kind).WithPos(pos)
+	}
+	idx := in.input.Index(col.Name.Name.O)
+	if idx < 0 {
+		return in.errf(sql.CodeUndefinedColumn, col.Name.Name.O, "column %q does not exist", col.Name.Name.O)
+	}
+	if in.input[idx].Type != types.Timestamp {
+		return in.errf(sql.CodeDatatypeMismatch, col.Name.Name.O, "%s needs a TIMESTAMP column; %s is %s", kind, col.Name.Name.O, in.input[idx].Type)
+	}
+	lens := make([]int64, 0, 2)
+	for _, a := range call.Args[1:] {
+		c := innerCall(a)
+		n, err := intArg(c, 0)
+		if err != nil || c == nil || strings.ToUpper(c.FnName.O) != strings.ToUpper(sql.IntervalFunc) {
+			return sql.Errorf(sql.CodeSyntax, "%s's lengths must be INTERVALs, e.g. INTERVAL '1' MINUTE; it takes %s", kind, usage).WithPos(pos)
+		}
+		if n <= 0 {
+			return sql.Errorf(sql.CodeInvalidParameter, "%s lengths must be positive", kind).WithPos(pos)
+		}
+		lens = append(lens, n)
+	}
+	ws := &WindowSpec{Kind: kind, TimeCol: in.input[idx].Name, TimeIdx: idx}
+	switch kind {
+	case "TUMBLE":
+		ws.SizeMs, ws.Spec = lens[0], window.Spec{Kind: window.Tumble, Size: lens[0]}
+	case "HOP":
+		ws.SizeMs, ws.Spec = lens[1], window.Spec{Kind: window.Hop, Slide: lens[0], Size: lens[1]}
+	}
+	if err := ws.Spec.Validate(); err != nil {
+		return sql.Errorf(sql.CodeInvalidParameter, "%v", err).WithPos(pos)
+	}
+	as.window = ws
+	return nil
+}
+
 // WindowSpec is the event-time window of a GROUP BY.
 type WindowSpec struct {
-	Kind    string // TUMBLE
+	Kind    string // TUMBLE, HOP
 	TimeCol string
-	TimeIdx int // input column of event time
-	SizeMs  int64
+	TimeIdx int   // input column of event time
+	SizeMs  int64 // the window's length
 	Spec    window.Spec
 }
 
@@ -256,37 +309,7 @@ func addGroupItem(in *scope, as *aggScope, e ast.ExprNode) error {
 		name := strings.ToUpper(call.FnName.O)
 		switch name {
 		case "TUMBLE", "HOP", strings.ToUpper(sql.SessionFunc):
-			if name != "TUMBLE" {
-				kind := strings.TrimPrefix(strings.ToLower(name), "__")
-				return sql.Errorf(sql.CodeNotSupported, "%s windows are not supported yet; use TUMBLE(ts, INTERVAL ...)", strings.ToUpper(kind))
-			}
-			if as.window != nil {
-				return sql.Errorf(sql.CodeNotSupported, "only one window per GROUP BY")
-			}
-			if len(call.Args) != 2 {
-				return sql.Errorf(sql.CodeSyntax, "TUMBLE takes (time_column, INTERVAL size)").WithPos(sql.FindPos(in.src, "tumble"))
-			}
-			col, ok := call.Args[0].(*ast.ColumnNameExpr)
-			if !ok {
-				return sql.Errorf(sql.CodeNotSupported, "TUMBLE's first argument must be a TIMESTAMP column").WithPos(sql.FindPos(in.src, "tumble"))
-			}
-			idx := in.input.Index(col.Name.Name.O)
-			if idx < 0 {
-				return in.errf(sql.CodeUndefinedColumn, col.Name.Name.O, "column %q does not exist", col.Name.Name.O)
-			}
-			if in.input[idx].Type != types.Timestamp {
-				return in.errf(sql.CodeDatatypeMismatch, col.Name.Name.O, "TUMBLE needs a TIMESTAMP column; %s is %s", col.Name.Name.O, in.input[idx].Type)
-			}
-			size, err := intArg(innerCall(call.Args[1]), 0)
-			if err != nil || strings.ToUpper(innerCall(call.Args[1]).FnName.O) != strings.ToUpper(sql.IntervalFunc) {
-				return sql.Errorf(sql.CodeSyntax, "TUMBLE's size must be an INTERVAL, e.g. INTERVAL '1' MINUTE").WithPos(sql.FindPos(in.src, "tumble"))
-			}
-			if size <= 0 {
-				return sql.Errorf(sql.CodeInvalidParameter, "window size must be positive")
-			}
-			as.window = &WindowSpec{Kind: "TUMBLE", TimeCol: in.input[idx].Name, TimeIdx: idx, SizeMs: size,
-				Spec: window.Spec{Kind: window.Tumble, Size: size}}
-			return nil
+			return in.groupWindow(as, call, strings.TrimPrefix(name, "__"))
 		}
 	}
 	k, err := in.compile(e)

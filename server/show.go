@@ -157,8 +157,13 @@ func explainPlan(p *planner.Plan, stream, topic string) []string {
 		if len(p.KeyNames) > 0 {
 			a += " keys=[" + strings.Join(p.KeyNames, ", ") + "]"
 		}
-		if p.Window != nil {
-			a += fmt.Sprintf(" window=TUMBLE(%s, %d ms)", p.Window.TimeCol, p.Window.SizeMs)
+		if w := p.Window; w != nil {
+			switch w.Kind {
+			case "HOP":
+				a += fmt.Sprintf(" window=HOP(%s, slide %d ms, size %d ms) slices=%d ms", w.TimeCol, w.Spec.Slide, w.Spec.Size, w.Spec.SliceSize())
+			default:
+				a += fmt.Sprintf(" window=%s(%s, %d ms)", w.Kind, w.TimeCol, w.SizeMs)
+			}
 		}
 		var aggs []string
 		for _, c := range p.Aggs {
