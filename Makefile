@@ -28,6 +28,30 @@ test: vet
 test-kafka:
 	GO=$(GO) bash ci/kafka/run.sh
 
+# Client compatibility (clients/run.sh): psql, pgx (every QueryExecMode),
+# PgJDBC and psycopg 3 each run a scripted session against a fresh server,
+# and sqllogictest-rs runs every portable testdata/sqllogic/*.slt over
+# pgwire, a fresh server per file. Needs psql, java 17 and mvn, python3 and
+# cargo (for slt-rs); a missing one fails the run.
+.PHONY: test-clients test-slt-rs slt-rs
+test-clients: build slt-rs
+	SQLLOGICTEST=$(SLT_RS) clients/run.sh
+
+# Only the sqllogictest-rs part of test-clients.
+test-slt-rs: build slt-rs
+	SQLLOGICTEST=$(SLT_RS) clients/run.sh slt-rs
+
+# sqllogictest-rs (crates.io sqllogictest-bin), compiled once (a few
+# minutes) into $(SLT_RS_ROOT) and reused while its version matches.
+SLT_RS_VERSION = 0.29.1
+SLT_RS_ROOT ?= $(HOME)/.cargo
+SLT_RS = $(SLT_RS_ROOT)/bin/sqllogictest
+slt-rs:
+	@if [ "$$($(SLT_RS) --version 2>/dev/null)" != "sqllogictest-bin $(SLT_RS_VERSION)" ]; then \
+		echo "installing sqllogictest-bin $(SLT_RS_VERSION) into $(SLT_RS_ROOT)"; \
+		cargo install sqllogictest-bin --version $(SLT_RS_VERSION) --locked --root $(SLT_RS_ROOT); \
+	fi
+
 # End-to-end throughput baseline on the embedded broker (see bench/e2e).
 bench:
 	$(GO) run ./bench/e2e -events 1000000 -keys 10000

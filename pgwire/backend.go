@@ -64,8 +64,13 @@ type Result struct {
 
 // Type OIDs used by the engine. OIDInt2 and OIDFloat4 only occur as parameter
 // types a client declared in Parse; the wire layer decodes them like the others.
+// OIDChar, OIDName and OIDOid are the types of pg_catalog columns, for the
+// catalog queries clients send.
 const (
 	OIDBool        uint32 = 16
+	OIDChar        uint32 = 18
+	OIDName        uint32 = 19
+	OIDOid         uint32 = 26
 	OIDInt8        uint32 = 20
 	OIDInt2        uint32 = 21
 	OIDInt4        uint32 = 23

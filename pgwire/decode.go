@@ -37,6 +37,11 @@ func decodeParam(raw []byte, format int16, oid uint32, i int) ([]byte, error) {
 			return nil, badLength()
 		}
 		return strconv.AppendInt(out, int64(int32(binary.BigEndian.Uint32(raw))), 10), nil
+	case OIDOid:
+		if len(raw) != 4 {
+			return nil, badLength()
+		}
+		return strconv.AppendUint(out, uint64(binary.BigEndian.Uint32(raw)), 10), nil
 	case OIDInt8:
 		if len(raw) != 8 {
 			return nil, badLength()

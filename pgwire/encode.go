@@ -30,12 +30,14 @@ const (
 // NUL-terminated C string (the "unknown" type).
 func typeSize(oid uint32) int16 {
 	switch oid {
-	case OIDBool:
+	case OIDBool, OIDChar:
 		return 1
 	case OIDInt2:
 		return 2
-	case OIDInt4, OIDFloat4:
+	case OIDInt4, OIDFloat4, OIDOid:
 		return 4
+	case OIDName:
+		return 64
 	case OIDInt8, OIDFloat8, OIDTimestamp, OIDTimestampTZ:
 		return 8
 	case OIDUnknown:
@@ -48,7 +50,7 @@ func typeSize(oid uint32) int16 {
 // isTextLike reports whether the binary form of oid is its text form.
 func isTextLike(oid uint32) bool {
 	switch oid {
-	case OIDText, OIDVarchar, OIDUnknown:
+	case OIDText, OIDVarchar, OIDUnknown, OIDName, OIDChar:
 		return true
 	}
 	return false
@@ -59,7 +61,7 @@ func isTextLike(oid uint32) bool {
 // statement, rather than failing halfway through the rows.
 func binaryResultSupported(oid uint32) bool {
 	switch oid {
-	case OIDBool, OIDInt2, OIDInt4, OIDInt8, OIDFloat4, OIDFloat8, OIDTimestamp, OIDTimestampTZ:
+	case OIDBool, OIDInt2, OIDInt4, OIDInt8, OIDOid, OIDFloat4, OIDFloat8, OIDTimestamp, OIDTimestampTZ:
 		return true
 	}
 	return isTextLike(oid)
@@ -73,7 +75,7 @@ func binaryResultSupported(oid uint32) bool {
 func appendValue(buf []byte, oid uint32, format int16, v any) ([]byte, error) {
 	v = normalize(v)
 	switch oid {
-	case OIDInt2, OIDInt4, OIDInt8:
+	case OIDInt2, OIDInt4, OIDInt8, OIDOid:
 		i, err := toInt64(v, oid)
 		if err != nil {
 			return nil, err
@@ -84,7 +86,7 @@ func appendValue(buf []byte, oid uint32, format int16, v any) ([]byte, error) {
 		switch oid {
 		case OIDInt2:
 			return binary.BigEndian.AppendUint16(buf, uint16(i)), nil
-		case OIDInt4:
+		case OIDInt4, OIDOid:
 			return binary.BigEndian.AppendUint32(buf, uint32(i)), nil
 		default:
 			return binary.BigEndian.AppendUint64(buf, uint64(i)), nil
@@ -216,6 +218,8 @@ func toInt64(v any, oid uint32) (int64, error) {
 		lo, hi = math.MinInt16, math.MaxInt16
 	case OIDInt4:
 		lo, hi = math.MinInt32, math.MaxInt32
+	case OIDOid:
+		lo, hi = 0, math.MaxUint32
 	}
 	if i < lo || i > hi {
 		return 0, newWireError(codeNumericOutOfRange, "value %d out of range for type OID %d", i, oid)

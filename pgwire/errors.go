@@ -27,6 +27,7 @@ const (
 	codeInvalidCursorName            = "34000"
 	codeInvalidAuthorizationSpec     = "28000"
 	codeObjectNotInPrerequisiteState = "55000"
+	codeUndefinedObject              = "42704"
 )
 
 // ErrorResponse severities.

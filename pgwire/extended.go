@@ -60,33 +60,44 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 			return newWireError(codeDuplicatePreparedStmt, "prepared statement %q already exists", m.Name)
 		}
 	}
+	st, err := c.newStatement(m.Query, m.ParameterOIDs)
+	if err != nil {
+		return err
+	}
+	c.stmts[m.Name] = st
+	c.be.Send(&pgproto3.ParseComplete{})
+	return nil
+}
 
+// newStatement plans query for Parse or PREPARE; clientOIDs are the
+// parameter types the client declared (0: unspecified).
+func (c *conn) newStatement(query string, clientOIDs []uint32) (*statement, error) {
 	st := &statement{}
 	var desc *Description
-	switch parts := c.sess.Split(m.Query); len(parts) {
+	switch parts := c.sess.Split(query); len(parts) {
 	case 0:
 		st.empty = true
 	case 1:
 		st.sql = parts[0]
 		d, err := c.sess.Describe(c.ctx, st.sql)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		desc = d
 	default:
-		return newWireError(codeSyntaxError, "cannot insert multiple commands into a prepared statement")
+		return nil, newWireError(codeSyntaxError, "cannot insert multiple commands into a prepared statement")
 	}
 	if desc == nil {
 		desc = &Description{}
 	}
 
-	n := max(len(m.ParameterOIDs), len(desc.ParamOIDs))
+	n := max(len(clientOIDs), len(desc.ParamOIDs))
 	st.paramOIDs = make([]uint32, n)
 	st.paramTypes = make([]uint32, n)
 	for i := range n {
 		var client, backend uint32
-		if i < len(m.ParameterOIDs) {
-			client = m.ParameterOIDs[i]
+		if i < len(clientOIDs) {
+			client = clientOIDs[i]
 		}
 		if i < len(desc.ParamOIDs) {
 			backend = desc.ParamOIDs[i]
@@ -103,10 +114,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	}
 	// Cloning keeps nil (no rows) distinct from empty (rows of no columns).
 	st.columns = slices.Clone(desc.Columns)
-
-	c.stmts[m.Name] = st
-	c.be.Send(&pgproto3.ParseComplete{})
-	return nil
+	return st, nil
 }
 
 // bind handles Bind: parameters are decoded to text now and result formats

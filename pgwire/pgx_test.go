@@ -322,7 +322,7 @@ func TestStartupParameters(t *testing.T) {
 	c := connect(t, addr, pgx.QueryExecModeCacheStatement)
 	pc := c.PgConn()
 	for name, want := range map[string]string{
-		"server_version":              "16.0",
+		"server_version":              "16.0 (TurbineSQL)",
 		"server_encoding":             "UTF8",
 		"client_encoding":             "UTF8",
 		"DateStyle":                   "ISO, MDY",

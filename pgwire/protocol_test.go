@@ -305,6 +305,21 @@ func TestProtocol(t *testing.T) {
 			{[]pgproto3.FrontendMessage{&pgproto3.Close{ObjectType: 'P', Name: "nope"}, &pgproto3.Close{ObjectType: 'S', Name: "nope"}, sync},
 				[]string{"3", "3", "Z I"}},
 		}},
+		{"prepare and execute", []step{
+			{[]pgproto3.FrontendMessage{q(`PREPARE e(bigint) AS SELECT $1`)}, []string{"C PREPARE", "Z I"}},
+			{[]pgproto3.FrontendMessage{q(`EXECUTE e(42); execute E('it''s'); EXECUTE e (NULL)`)}, []string{
+				"T echo:25:0", "D 42", "C SELECT 1", "T echo:25:0", "D it's", "C SELECT 1", "T echo:25:0", "D NULL", "C SELECT 1", "Z I"}},
+			{[]pgproto3.FrontendMessage{q(`PREPARE "T s" (timestamp) AS SELECT $1::timestamp; EXECUTE "T s"(TIMESTAMP '2026-01-02 03:04:05.5')`)},
+				[]string{"C PREPARE", "T echo:1114:0", "D 2026-01-02 03:04:05.5", "C SELECT 1", "Z I"}},
+			// One namespace with protocol-level statements, as in PostgreSQL.
+			{[]pgproto3.FrontendMessage{bind("", "e", nil, []byte("7")), exec("", 0), sync}, []string{"2", "D 7", "C SELECT 1", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("EXECUTE e")}, []string{"E ERROR 42601", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("EXECUTE e(now())")}, []string{"E ERROR 0A000", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("PREPARE e AS SELECT three")}, []string{"E ERROR 42P05", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("PREPARE j(jsonb) AS SELECT $1")}, []string{"E ERROR 42704", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("PREPARE m AS SELECT * FROM missing")}, []string{"E ERROR 42P01", "Z I"}},
+			{[]pgproto3.FrontendMessage{q("DEALLOCATE e; EXECUTE e(1)")}, []string{"C DEALLOCATE", "E ERROR 26000", "Z I"}},
+		}},
 		{"deallocate", []step{
 			{[]pgproto3.FrontendMessage{p("a", "SELECT three"), p("Mixed", "SELECT three"), p("b", "SELECT three"), bind("pa", "a", nil), sync},
 				[]string{"1", "1", "1", "2", "Z I"}},
@@ -420,7 +435,7 @@ func TestStartupVariants(t *testing.T) {
 	t.Run("parameter status", func(t *testing.T) {
 		r := dialRaw(t, addr)
 		got := r.roundTrip(startup(pgproto3.ProtocolVersion30, user))
-		want := []string{"R", "S server_version=16.0", "S server_encoding=UTF8", "S client_encoding=UTF8",
+		want := []string{"R", "S server_version=16.0 (TurbineSQL)", "S server_encoding=UTF8", "S client_encoding=UTF8",
 			"S DateStyle=ISO, MDY", "S integer_datetimes=on", "S standard_conforming_strings=on", "S TimeZone=UTC",
 			"S application_name=", "S is_superuser=off", "S session_authorization=alice", "S IntervalStyle=postgres",
 			"K 4", "Z I"}

@@ -24,6 +24,21 @@ func (c *conn) simpleQuery(sql string) {
 			c.sendCommandComplete(&Result{Tag: tag}, 0)
 			continue
 		}
+		if tag, ok, err := c.prepareSQL(stmt); ok {
+			if err != nil {
+				c.sendError(err)
+				return
+			}
+			c.sendCommandComplete(&Result{Tag: tag}, 0)
+			continue
+		}
+		if ok, err := c.executeSQL(stmt); ok {
+			if err != nil {
+				c.sendError(err)
+				return
+			}
+			continue
+		}
 		res, err := c.sess.Execute(c.ctx, stmt, nil)
 		if err == nil && res == nil {
 			err = newWireError(codeInternal, "backend returned no result")

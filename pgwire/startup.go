@@ -11,9 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// serverVersion is reported as server_version. It must be a plain
-// PostgreSQL version number: drivers parse it to pick features.
-const serverVersion = "16.0"
+// ServerVersion is reported as server_version. It must start with a
+// PostgreSQL version number: drivers parse it to pick features (libpq, and
+// so psql and psycopg, reads the leading numbers; PgJDBC too, ignoring the
+// rest, as it must for Debian's "16.4 (Debian 16.4-1)"). Queries are
+// written against PostgreSQL 16's catalog and behaviour.
+const ServerVersion = "16.0 (TurbineSQL)"
+
+// ServerVersionNum is server_version_num for ServerVersion.
+const ServerVersionNum = "160000"
 
 // maxEncryptionRequests bounds SSLRequest/GSSEncRequest rounds before the
 // StartupMessage (a client may try GSS and then SSL), so a client cannot
@@ -89,7 +95,7 @@ func (c *conn) accept(m *pgproto3.StartupMessage) error {
 
 	c.be.Send(&pgproto3.AuthenticationOk{})
 	for _, p := range [][2]string{
-		{"server_version", serverVersion},
+		{"server_version", ServerVersion},
 		{"server_encoding", "UTF8"},
 		{"client_encoding", "UTF8"},
 		{"DateStyle", "ISO, MDY"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgwire"
@@ -14,11 +15,16 @@ import (
 // backend adapts the server to the wire protocol.
 type backend struct{ srv *Server }
 
-func (b *backend) NewSession(user, database string) pgwire.Session { return &session{srv: b.srv} }
+func (b *backend) NewSession(user, database string) pgwire.Session {
+	return &session{srv: b.srv, user: user, database: database}
+}
 
 // session runs the statements of one connection. Sessions hold no state of
-// their own: everything lives in the server.
-type session struct{ srv *Server }
+// their own beyond who connected: everything lives in the server.
+type session struct {
+	srv            *Server
+	user, database string
+}
 
 func (s *session) Split(text string) []string { return sql.Split(text) }
 func (s *session) Close()                     {}
@@ -26,6 +32,13 @@ func (s *session) Close()                     {}
 // Describe plans a statement without running it. Parameters are bound as
 // NULL for planning; their types are reported unknown.
 func (s *session) Describe(ctx context.Context, text string) (*pgwire.Description, error) {
+	if res, n, ok := s.catalogQuery(text, nil); ok {
+		d := &pgwire.Description{ParamOIDs: make([]uint32, n), Columns: res.Columns}
+		for i := range d.ParamOIDs {
+			d.ParamOIDs[i] = pgwire.OIDText
+		}
+		return d, nil
+	}
 	n := sql.ParamCount(text)
 	d := &pgwire.Description{ParamOIDs: make([]uint32, n)}
 	for i := range d.ParamOIDs {
@@ -52,6 +65,9 @@ func (s *session) Describe(ctx context.Context, text string) (*pgwire.Descriptio
 }
 
 func (s *session) Execute(ctx context.Context, text string, params []pgwire.Param) (*pgwire.Result, error) {
+	if res, _, ok := s.catalogQuery(text, params); ok {
+		return res, nil
+	}
 	bound := text
 	if len(params) > 0 {
 		bv := make([]sql.BindValue, len(params))
@@ -72,6 +88,14 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	stmt, err := sql.Parse(bound)
 	if err != nil {
 		return nil, err
+	}
+	if sh, ok := stmt.(*sql.Show); ok {
+		// Settings drivers and psql ask about that are this session's
+		// (server_version, session_authorization, ...).
+		if v, ok := s.setting(sh.What); ok {
+			name := strings.ToLower(sh.What)
+			return &pgwire.Result{Columns: textColumns(name), Rows: [][]any{{v}}, Tag: "SHOW"}, nil
+		}
 	}
 	res, err := s.srv.execute(ctx, stmt, bound)
 	if err != nil {

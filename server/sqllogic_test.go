@@ -18,7 +18,8 @@ import (
 // TestSQLLogic runs every testdata/sqllogic/*.slt file against a real
 // server (embedded broker, Pebble on disk, pgwire on a free port), a fresh
 // one per file. `restart` stops the server cleanly and starts it again on
-// the same data dir.
+// the same data dir. Files using it (or `sleep`) are named *.go.slt: the
+// glob runs them here, and `make test-slt-rs` leaves them out.
 func TestSQLLogic(t *testing.T) {
 	files, err := filepath.Glob("../testdata/sqllogic/*.slt")
 	if err != nil || len(files) == 0 {
@@ -34,6 +35,38 @@ func TestSQLLogic(t *testing.T) {
 			}
 			runSLTFile(t, f)
 		})
+	}
+}
+
+// TestSQLLogicPortable keeps the files sqllogictest-rs runs (all but
+// *.go.slt; make test-slt-rs) within what it reads the same way: no
+// restart directive, and no expected error that relies on pgx's error text.
+// sqllogictest-rs matches the regex against "db error: ERROR: <message>",
+// without the code, and reads `statement error (42P01)` as a SQLSTATE check
+// (which our runner's regex also finds in "(SQLSTATE 42P01)").
+func TestSQLLogicPortable(t *testing.T) {
+	files, err := filepath.Glob("../testdata/sqllogic/*.slt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no slt files found: %v", err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, ".go.slt") {
+			continue
+		}
+		recs, err := slt.ParseFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		for _, r := range recs {
+			switch {
+			case r.Kind == slt.KindRestart:
+				t.Errorf("%s:%d: restart is our Go runner's own directive: name the file *.go.slt", f, r.Line)
+			case (r.Kind == slt.KindStatementError || r.Kind == slt.KindQueryError) && strings.Contains(r.ErrorRegex, "SQLSTATE"):
+				t.Errorf("%s:%d: sqllogictest-rs never sees pgx's (SQLSTATE ...) suffix: check the code with "+
+					"`statement error (CODE)` and the message with a second record", f, r.Line)
+			}
+		}
 	}
 }
 
