@@ -21,6 +21,8 @@ type GroupTable struct {
 	dirty   []uint32 // slots changed since the last commit, so a commit does not scan them all
 	marked  []bool   // by slot: listed in dirty
 
+	encScratch []byte
+
 	// the window of the previous lookup: rows of a batch mostly share one
 	lastW     int64
 	lastGroup *windowGroups
@@ -152,8 +154,8 @@ func (t *GroupTable) Update(slots []uint32, args [][]arrow.Array) {
 // Encode appends every aggregate's accumulator of slot s.
 func (t *GroupTable) Encode(dst []byte, s uint32) []byte {
 	for _, a := range t.Aggs {
-		enc := a.Encode(nil, s)
-		dst = appendLen(dst, enc)
+		t.encScratch = a.Encode(t.encScratch[:0], s)
+		dst = appendLen(dst, t.encScratch)
 	}
 	return dst
 }

@@ -42,7 +42,9 @@ func appendJSONValue(dst []byte, v any) []byte {
 	case string:
 		return appendJSONString(dst, x)
 	case time.Time:
-		return strconv.AppendQuote(dst, x.UTC().Format(time.RFC3339Nano))
+		dst = append(dst, '"')
+		dst = x.UTC().AppendFormat(dst, time.RFC3339Nano)
+		return append(dst, '"')
 	}
 	return append(dst, "null"...)
 }

@@ -38,6 +38,7 @@ func main() {
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	parts := flag.Int("partitions", 4, "source partitions")
 	span := flag.Duration("span", 100*time.Second, "event time the events span (evenly spaced)")
+	flag.StringVar(&windowKind, "window", "tumble", "tumble: TUMBLE(ts, 10 s); hop: HOP(ts, 1 s, 10 s)")
 	brokerChild := flag.Bool("broker-child", false, "internal: run only the broker and print its address")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the streaming phase to this file")
 	flag.Parse()
@@ -144,9 +145,17 @@ func run(events, keys, parts int, span time.Duration) error {
 		defer pprof.StopCPUProfile()
 	}
 	cpu0, w0 = cpuSeconds(), time.Now()
-	if _, err := conn.Exec(ctx, `CREATE STREAM agg WITH (topic = 'agg') AS
+	query := `CREATE STREAM agg WITH (topic = 'agg') AS
 		SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS w, COUNT(*) AS n
-		FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`); err != nil {
+		FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`
+	label := "TUMBLE(10s)"
+	if windowKind == "hop" {
+		query = `CREATE STREAM agg WITH (topic = 'agg') AS
+		SELECT k, HOP_START(ts, INTERVAL '1' SECOND, INTERVAL '10' SECOND) AS w, COUNT(*) AS n
+		FROM ev GROUP BY k, HOP(ts, INTERVAL '1' SECOND, INTERVAL '10' SECOND)`
+		label = "HOP(1s, 10s)"
+	}
+	if _, err := conn.Exec(ctx, query); err != nil {
 		return err
 	}
 	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
@@ -169,14 +178,17 @@ func run(events, keys, parts int, span time.Duration) error {
 	if in != int64(events) {
 		return fmt.Errorf("stream read %d events, want %d", in, events)
 	}
-	fmt.Printf("stream GROUP BY k, TUMBLE(10s) COUNT(*): %d events in, %d panes out, %d late\n", in, out, late)
+	fmt.Printf("stream GROUP BY k, %s COUNT(*): %d events in, %d panes out, %d late\n", label, in, out, late)
 	fmt.Printf("  %.0f events/s wall, %.0f events per engine CPU-second (broker in its own process), ratio to read-only baseline %.2f\n",
 		float64(events)/wall, float64(events)/cpu, (float64(events)/cpu)/(float64(events)/readCPU))
 	fmt.Printf("  peak RSS %.0f MB\n", peakRSSMB())
 	return nil
 }
 
-var cpuProfile string
+var (
+	cpuProfile string
+	windowKind string
+)
 
 // runBroker is the child process: a kfake broker on a free loopback port.
 // It prints the address, then runs until its stdin closes (the parent
