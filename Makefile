@@ -52,9 +52,17 @@ slt-rs:
 		cargo install sqllogictest-bin --version $(SLT_RS_VERSION) --locked --root $(SLT_RS_ROOT); \
 	fi
 
-# End-to-end throughput baseline on the embedded broker (see bench/e2e).
+# Benchmarks; each prints its figures and a baseline measured in the same
+# run: the hash aggregation against a Go map loop, JSON decoding against
+# encoding/json, and end to end (broker in a child process) TUMBLE and HOP
+# against a read-only consumer.
 bench:
-	$(GO) run ./bench/e2e -events 1000000 -keys 10000
+	$(GO) run ./bench/hashagg -rows 10000000
+	$(GO) run ./bench/decode -records 2000000
+	$(GO) run ./bench/e2e -events 1000000 -keys 10000 -window tumble
+	$(GO) run ./bench/e2e -events 1000000 -keys 10000 -window hop
+	$(GO) run ./bench/e2e -events 1000000 -keys 100 -window tumble
+	$(GO) run ./bench/e2e -events 1000000 -keys 100 -window hop
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
