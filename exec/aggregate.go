@@ -34,6 +34,7 @@ type AggConfig struct {
 // slide and size for HOP: each row updates exactly one slice, and a hopping
 // window is assembled from its slices when it closes, so overlapping
 // windows share the work instead of each row updating size/slide windows.
+// SESSION windows keep one slot per (key, session) (see session.go).
 type Aggregator struct {
 	AggConfig
 	KeyTypes []types.Type
@@ -47,6 +48,7 @@ type Aggregator struct {
 	pkBuf   []byte
 	keep    []bool
 	emitTab *GroupTable // HOP: where a window's slices are merged to emit it
+	sessions *sessions  // SESSION: the open sessions of each key
 	encBuf  []byte
 }
 
@@ -72,7 +74,7 @@ func NewAggregator(cfg AggConfig) (*Aggregator, error) {
 		}
 	}
 	if cfg.Window != nil && cfg.Window.Kind == window.Session {
-		return nil, fmt.Errorf("SESSION windows are not supported yet")
+		a.sessions = newSessions()
 	}
 	return a, nil
 }
@@ -156,6 +158,9 @@ func (a *Aggregator) Consume(b *Batch, wm int64, hasWM bool) (late []int, err er
 	a.wins = a.wins[:0]
 	if a.Window != nil {
 		ts := b.Cols[a.TimeIdx]
+		if a.sessions != nil {
+			return a.consumeSessions(b, ts, keep, kept, wm, hasWM)
+		}
 		a.wins = slices.Grow(a.wins, n)[:n]
 		spec := a.Window
 		g := spec.SliceSize()
@@ -223,6 +228,12 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		slots = append(slots, s)
 	}
 	a.slots = slots
+	return a.update(b, slots)
+}
+
+// update evaluates the aggregates' arguments over b and folds row i into
+// slots[i].
+func (a *Aggregator) update(b *Batch, slots []uint32) error {
 	args := make([][]arrow.Array, len(a.Args))
 	defer func() {
 		for _, as := range args {
@@ -246,8 +257,14 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 
 // emit builds the post-aggregation rows of slots of table t: keys, then
 // (when windowed) the window's start and end, then each aggregate's
-// result.
+// result. Every row gets the window [start, end).
 func (a *Aggregator) emit(t *GroupTable, slots []uint32, start, end int64) (*Batch, error) {
+	return a.emitRows(t, slots, func(s uint32) []byte { return t.Key(s) }, func(int) (int64, int64) { return start, end })
+}
+
+// emitRows is emit with each row's key and window given by the caller
+// (sessions keep their keys themselves, and each has its own bounds).
+func (a *Aggregator) emitRows(t *GroupTable, slots []uint32, keyOf func(uint32) []byte, bounds func(i int) (int64, int64)) (*Batch, error) {
 	n := len(slots)
 	ncols := len(a.Keys) + len(t.Aggs)
 	if a.Window != nil {
@@ -263,7 +280,7 @@ func (a *Aggregator) emit(t *GroupTable, slots []uint32, start, end int64) (*Bat
 		aggCols[j] = newVec(f.ResultType(), n)
 	}
 	for i, s := range slots {
-		vals, err := DecodeKey(t.Key(s), a.KeyTypes)
+		vals, err := DecodeKey(keyOf(s), a.KeyTypes)
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +295,7 @@ func (a *Aggregator) emit(t *GroupTable, slots []uint32, start, end int64) (*Bat
 	if a.Window != nil {
 		ws, we := newVec(types.Timestamp, n), newVec(types.Timestamp, n)
 		for i := range ws.I {
-			ws.I[i], we.I[i] = start, end
+			ws.I[i], we.I[i] = bounds(i)
 		}
 		out.Cols = append(out.Cols, ws, we)
 	}

@@ -126,6 +126,29 @@ func (t *GroupTable) newSlot(window int64, g *windowGroups, key []byte) uint32 {
 	return s
 }
 
+// allocBare returns a slot outside every key table (a session's: the
+// caller keeps its key), empty and live.
+func (t *GroupTable) allocBare(window int64) uint32 {
+	s := t.newSlot(window, &windowGroups{}, nil)
+	return s
+}
+
+// freeBare recycles a slot from allocBare.
+func (t *GroupTable) freeBare(s uint32) {
+	t.meta[s].live = false
+	t.marked[s] = false
+	t.free = append(t.free, s)
+	t.live--
+}
+
+// markDirty flags s as changed since the last commit.
+func (t *GroupTable) markDirty(s uint32) {
+	if !t.marked[s] {
+		t.marked[s] = true
+		t.dirty = append(t.dirty, s)
+	}
+}
+
 // Meta returns a slot's description.
 func (t *GroupTable) Meta(s uint32) *SlotMeta { return &t.meta[s] }
 

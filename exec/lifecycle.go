@@ -15,7 +15,7 @@ import (
 // allowed lateness. Candidates come from the slices present, so a large
 // jump of the watermark costs nothing for the empty windows it passes.
 func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
-	if a.Window == nil {
+	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
 	spec := a.Window
@@ -40,6 +40,38 @@ func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// CloseDue emits every window (or session) that a watermark move from
+// prev (hasPrev false: none before) to wm closes, in order of end. It also
+// counts those that were already due at recoveredBefore (the watermark a
+// restarted stream was restored with): timers that came due while it was
+// down.
+func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, recoveredBefore int64) (out []*Batch, recovered int, err error) {
+	if a.sessions != nil {
+		due := a.dueSessions(wm)
+		for _, s := range due {
+			if s.end+a.Lateness <= recoveredBefore {
+				recovered++
+			}
+		}
+		b, err := a.CloseSessions(wm)
+		if b != nil {
+			out = append(out, b)
+		}
+		return out, recovered, err
+	}
+	for _, w := range a.DueWindows(prev, hasPrev, wm) {
+		if w+a.Window.Size+a.Lateness <= recoveredBefore {
+			recovered++
+		}
+		b, err := a.EmitWindow(w)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, b)
+	}
+	return out, recovered, nil
 }
 
 // EmitWindow builds the rows of window w (start w) as it stands now. For a
@@ -81,6 +113,10 @@ func (a *Aggregator) EmitGroups(slots []uint32) (*Batch, error) {
 // window order, or of every group of an unwindowed aggregation (a bounded
 // query's result).
 func (a *Aggregator) EmitAll() ([]*Batch, error) {
+	if a.sessions != nil {
+		b, err := a.emitSessions(a.openSessions())
+		return []*Batch{b}, err
+	}
 	if a.Window == nil {
 		b, err := a.EmitGroups(a.Table.AllSlots())
 		return []*Batch{b}, err
@@ -99,7 +135,7 @@ func (a *Aggregator) EmitAll() ([]*Batch, error) {
 // OpenWindows lists, ascending, the windows holding any group that wm
 // has not closed (for early fires).
 func (a *Aggregator) OpenWindows(wm int64, hasWM bool) []int64 {
-	if a.Window == nil {
+	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
 	spec := a.Window
@@ -134,7 +170,7 @@ type StateRef struct {
 // Expire drops the slices that no open window needs once the watermark is
 // wm, and returns the state entries to delete (those written before).
 func (a *Aggregator) Expire(wm int64) []StateRef {
-	if a.Window == nil {
+	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
 	var expired []int64
@@ -157,8 +193,12 @@ func (a *Aggregator) Expire(wm int64) []StateRef {
 }
 
 // Changes lists the groups changed since the last call with their encoded
-// accumulators, and marks them stored: the caller writes them to state.
-func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error) error {
+// accumulators, and marks them stored: the caller writes them to state
+// (put) and deletes entries that moved or merged away (del).
+func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error, del func(ref StateRef) error) error {
+	if a.sessions != nil {
+		return a.sessionChanges(put, del)
+	}
 	for _, s := range a.Table.Dirty() {
 		m := a.Table.Meta(s)
 		a.encBuf = a.Table.Encode(a.encBuf[:0], s)
@@ -172,6 +212,9 @@ func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error) error {
 
 // Restore loads one group's accumulator read back from state.
 func (a *Aggregator) Restore(ref StateRef, val []byte) error {
+	if a.sessions != nil {
+		return a.restoreSession(ref, val)
+	}
 	s := a.Table.Slot(ref.Window, ref.Key, ref.KG)
 	a.Table.Meta(s).Stored = true
 	return a.Table.Merge(s, val)

@@ -24,13 +24,11 @@ import (
 func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) error {
 	lower := strings.ToLower(kind)
 	pos := sql.FindPos(in.src, lower)
-	if kind == "SESSION" {
-		return sql.Errorf(sql.CodeNotSupported, "SESSION windows are not supported yet; use TUMBLE or HOP").WithPos(pos)
-	}
 	if as.window != nil {
 		return sql.Errorf(sql.CodeNotSupported, "only one window per GROUP BY").WithPos(pos)
 	}
-	usage := map[string]string{"TUMBLE": "(time_column, INTERVAL size)", "HOP": "(time_column, INTERVAL slide, INTERVAL size)"}[kind]
+	usage := map[string]string{"TUMBLE": "(time_column, INTERVAL size)", "HOP": "(time_column, INTERVAL slide, INTERVAL size)",
+		"SESSION": "(time_column, INTERVAL gap)"}[kind]
 	want := strings.Count(usage, ",") + 1
 	if len(call.Args) != want {
 		return sql.Errorf(sql.CodeSyntax, "%s takes %s", kind, usage).WithPos(pos)
@@ -64,6 +62,8 @@ func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) 
 		ws.SizeMs, ws.Spec = lens[0], window.Spec{Kind: window.Tumble, Size: lens[0]}
 	case "HOP":
 		ws.SizeMs, ws.Spec = lens[1], window.Spec{Kind: window.Hop, Slide: lens[0], Size: lens[1]}
+	case "SESSION":
+		ws.SizeMs, ws.Spec = lens[0], window.Spec{Kind: window.Session, Gap: lens[0]}
 	}
 	if err := ws.Spec.Validate(); err != nil {
 		return sql.Errorf(sql.CodeInvalidParameter, "%v", err).WithPos(pos)
@@ -74,10 +74,10 @@ func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) 
 
 // WindowSpec is the event-time window of a GROUP BY.
 type WindowSpec struct {
-	Kind    string // TUMBLE, HOP
+	Kind    string // TUMBLE, HOP, SESSION
 	TimeCol string
 	TimeIdx int   // input column of event time
-	SizeMs  int64 // the window's length
+	SizeMs  int64 // the window's length; SESSION: the gap
 	Spec    window.Spec
 }
 

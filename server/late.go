@@ -56,6 +56,10 @@ func (r *runner) lateWindows(b *exec.Batch, row int) string {
 		return "none (NULL event time)"
 	}
 	spec := r.plan.Window.Spec
+	if r.plan.Window.Kind == "SESSION" {
+		t := ts.I[row]
+		return "session " + exec.FormatTimestamp(types.MillisTime(t)) + "/" + exec.FormatTimestamp(types.MillisTime(t+spec.Gap))
+	}
 	var parts []string
 	for _, w := range spec.WindowsOf(ts.I[row]) {
 		parts = append(parts, exec.FormatTimestamp(types.MillisTime(w))+"/"+exec.FormatTimestamp(types.MillisTime(w+spec.Size)))

@@ -161,6 +161,8 @@ func explainPlan(p *planner.Plan, stream, topic string) []string {
 			switch w.Kind {
 			case "HOP":
 				a += fmt.Sprintf(" window=HOP(%s, slide %d ms, size %d ms) slices=%d ms", w.TimeCol, w.Spec.Slide, w.Spec.Size, w.Spec.SliceSize())
+			case "SESSION":
+				a += fmt.Sprintf(" window=SESSION(%s, gap %d ms)", w.TimeCol, w.SizeMs)
 			default:
 				a += fmt.Sprintf(" window=%s(%s, %d ms)", w.Kind, w.TimeCol, w.SizeMs)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -524,23 +525,21 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 	if r.agg != nil {
 		var out [][]any
 		if r.hasWM && r.plan.Window != nil {
-			due := r.agg.DueWindows(prev, hadPrev, r.wm)
+			recoveredBefore := int64(math.MinInt64)
 			if r.recovering {
-				// Windows the watermark at the last commit had already
-				// passed: their timers were due while the stream was down.
-				var recovered int
-				for _, w := range due {
-					if w+r.plan.Window.Spec.Size+r.agg.Lateness <= prev {
-						recovered++
-					}
-				}
-				r.srv.metrics.recoveredTimers.WithLabelValues(r.def.Name).Add(float64(recovered))
+				recoveredBefore = prev
 			}
-			for _, w := range due {
-				b, err := r.agg.EmitWindow(w)
-				if err != nil {
-					return err
-				}
+			closed, recovered, err := r.agg.CloseDue(prev, hadPrev, r.wm, recoveredBefore)
+			if err != nil {
+				return err
+			}
+			if recovered > 0 {
+				// Windows the watermark at the last commit had already
+				// passed: their timers came due while the stream was down.
+				r.srv.metrics.recoveredTimers.WithLabelValues(r.def.Name).Add(float64(recovered))
+				r.log.Info("closed windows already due at start", "windows", recovered)
+			}
+			for _, b := range closed {
 				rows, err := r.finalRows(b)
 				if err != nil {
 					return err
@@ -563,6 +562,8 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 		}
 		if err := r.agg.Changes(func(ref exec.StateRef, val []byte) error {
 			return batch.PutAcc(ref.KG, ref.Key, ref.Window, val)
+		}, func(ref exec.StateRef) error {
+			return batch.DeleteAcc(ref.KG, ref.Key, ref.Window)
 		}); err != nil {
 			return err
 		}

@@ -1,0 +1,259 @@
+package exec
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sort"
+)
+
+// SESSION windows: a row at t opens the session [t, t+gap) of its key;
+// sessions of one key that overlap merge into one, whose accumulators are
+// the merge of both. A session closes when the watermark passes its end
+// plus the allowed lateness. Each open session is one slot of the group
+// table outside its key tables (a session's bounds move as it grows, so it
+// is found through its key's list instead); its state entry is keyed by
+// (key, session start) and holds the end before the accumulators.
+
+type session struct {
+	key        string
+	start, end int64
+	slot       uint32
+	kg         uint16
+	stored     bool  // in the state store, under storedAt
+	storedAt   int64 // the start it was written under
+}
+
+type sessions struct {
+	byKey  map[string][]*session
+	bySlot map[uint32]*session
+	dels   []StateRef // state entries of sessions merged away or moved
+}
+
+func newSessions() *sessions {
+	return &sessions{byKey: map[string][]*session{}, bySlot: map[uint32]*session{}}
+}
+
+// consumeSessions is Consume for SESSION windows. Rows are placed one at a
+// time, in input order, since each may extend or merge sessions. A session
+// merged away during the batch keeps its slot until the batch has been
+// folded in: rows already pointed at it are redirected to the survivor.
+func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, wm int64, hasWM bool) (late []int, err error) {
+	n := b.N
+	keys := make([]*Vec, len(a.Keys))
+	for i, k := range a.Keys {
+		v, err := k.Eval(b)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = v
+	}
+	a.rows.Encode(keys, n)
+	gap, ss := a.Window.Gap, a.sessions
+	redirect := map[uint32]uint32{}
+	var freed []uint32
+	slots := a.slots[:0]
+	for i := 0; i < n; i++ {
+		if !keep[i] {
+			continue
+		}
+		if ts.IsNull(i) {
+			keep[i] = false
+			late = append(late, i)
+			continue
+		}
+		t := ts.I[i]
+		key := a.rows.Row(i)
+		list := ss.byKey[string(key)]
+		start, end := t, t+gap
+		var hit []*session
+		for _, s := range list {
+			if s.start < end && start < s.end {
+				hit = append(hit, s)
+				start, end = min(start, s.start), max(end, s.end)
+			}
+		}
+		if hasWM && end+a.Lateness <= wm {
+			keep[i] = false
+			late = append(late, i)
+			continue
+		}
+		var target *session
+		if len(hit) == 0 {
+			target = &session{key: string(key), start: start, end: end}
+			target.slot = a.Table.allocBare(start)
+			if a.PK >= 0 {
+				a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
+				target.kg = keyGroup(a.pkBuf)
+			}
+			a.Table.Meta(target.slot).KG = target.kg
+			ss.byKey[target.key] = append(list, target)
+			ss.bySlot[target.slot] = target
+		} else {
+			target = hit[0]
+			for _, other := range hit[1:] {
+				a.encBuf = a.Table.Encode(a.encBuf[:0], other.slot)
+				if err := a.Table.Merge(target.slot, a.encBuf); err != nil {
+					return nil, err
+				}
+				redirect[other.slot] = target.slot
+				freed = append(freed, other.slot)
+				ss.retire(other)
+				list = ss.byKey[target.key]
+				ss.byKey[target.key] = slices.DeleteFunc(list, func(x *session) bool { return x == other })
+			}
+			target.start, target.end = start, end
+			a.Table.Meta(target.slot).Window = start
+			a.Table.markDirty(target.slot)
+		}
+		slots = append(slots, target.slot)
+	}
+	for j, s := range slots {
+		for {
+			r, ok := redirect[s]
+			if !ok {
+				break
+			}
+			s = r
+		}
+		slots[j] = s
+	}
+	a.slots = slots
+	if len(slots) > 0 {
+		if len(slots) < n {
+			b = b.Select(keep, len(slots))
+		}
+		if err := a.update(b, slots); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range freed {
+		a.Table.freeBare(s)
+	}
+	return late, nil
+}
+
+// retire forgets a session merged into another, deleting its state entry.
+func (ss *sessions) retire(s *session) {
+	if s.stored {
+		ss.dels = append(ss.dels, StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt})
+	}
+	delete(ss.bySlot, s.slot)
+}
+
+// dueSessions lists the sessions wm has closed, by end then key.
+func (a *Aggregator) dueSessions(wm int64) []*session {
+	var due []*session
+	for _, list := range a.sessions.byKey {
+		for _, s := range list {
+			if s.end+a.Lateness <= wm {
+				due = append(due, s)
+			}
+		}
+	}
+	sortSessions(due)
+	return due
+}
+
+func sortSessions(ss []*session) {
+	sort.Slice(ss, func(i, j int) bool {
+		if ss[i].end != ss[j].end {
+			return ss[i].end < ss[j].end
+		}
+		if ss[i].key != ss[j].key {
+			return ss[i].key < ss[j].key
+		}
+		return ss[i].start < ss[j].start
+	})
+}
+
+// emitSessions builds the rows of the given sessions as they stand.
+func (a *Aggregator) emitSessions(list []*session) (*Batch, error) {
+	slots := make([]uint32, len(list))
+	for i, s := range list {
+		slots[i] = s.slot
+	}
+	return a.emitRows(a.Table, slots, func(s uint32) []byte { return []byte(a.sessions.bySlot[s].key) },
+		func(i int) (int64, int64) { return list[i].start, list[i].end })
+}
+
+// CloseSessions emits the sessions wm has closed and forgets them; their
+// state entries are deleted at the next Changes.
+func (a *Aggregator) CloseSessions(wm int64) (*Batch, error) {
+	due := a.dueSessions(wm)
+	if len(due) == 0 {
+		return nil, nil
+	}
+	b, err := a.emitSessions(due)
+	if err != nil {
+		return nil, err
+	}
+	ss := a.sessions
+	for _, s := range due {
+		ss.retire(s)
+		ss.byKey[s.key] = slices.DeleteFunc(ss.byKey[s.key], func(x *session) bool { return x == s })
+		if len(ss.byKey[s.key]) == 0 {
+			delete(ss.byKey, s.key)
+		}
+		a.Table.freeBare(s.slot)
+	}
+	return b, nil
+}
+
+// openSessions lists every open session (early fires, bounded queries).
+func (a *Aggregator) openSessions() []*session {
+	var out []*session
+	for _, list := range a.sessions.byKey {
+		out = append(out, list...)
+	}
+	sortSessions(out)
+	return out
+}
+
+// sessionChanges is Changes for sessions: deletes of entries merged away
+// or moved, then each changed session under (key, start) with its end.
+func (a *Aggregator) sessionChanges(put func(ref StateRef, val []byte) error, del func(ref StateRef) error) error {
+	ss := a.sessions
+	for _, ref := range ss.dels {
+		if err := del(ref); err != nil {
+			return err
+		}
+	}
+	ss.dels = ss.dels[:0]
+	for _, slot := range a.Table.Dirty() {
+		s := ss.bySlot[slot]
+		if s == nil {
+			continue
+		}
+		if s.stored && s.storedAt != s.start {
+			if err := del(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt}); err != nil {
+				return err
+			}
+		}
+		val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
+		val = a.Table.Encode(val, slot)
+		a.encBuf = val
+		if err := put(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.start}, val); err != nil {
+			return err
+		}
+		s.stored, s.storedAt = true, s.start
+	}
+	return nil
+}
+
+var errSessionState = errors.New("exec: corrupt session state")
+
+// restoreSession loads one session read back from state.
+func (a *Aggregator) restoreSession(ref StateRef, val []byte) error {
+	if len(val) < 8 {
+		return errSessionState
+	}
+	s := &session{key: string(ref.Key), start: ref.Window, end: int64(binary.BigEndian.Uint64(val)), kg: ref.KG,
+		stored: true, storedAt: ref.Window}
+	s.slot = a.Table.allocBare(s.start)
+	a.Table.Meta(s.slot).KG = s.kg
+	ss := a.sessions
+	ss.byKey[s.key] = append(ss.byKey[s.key], s)
+	ss.bySlot[s.slot] = s
+	return a.Table.Merge(s.slot, val[8:])
+}
