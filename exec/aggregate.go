@@ -40,16 +40,16 @@ type Aggregator struct {
 	KeyTypes []types.Type
 	Table    *GroupTable
 
-	mem     memory.Allocator
-	rows    RowKeys
-	probes  []probeKey
-	wins    []int64
-	slots   []uint32
-	pkBuf   []byte
-	keep    []bool
-	emitTab *GroupTable // HOP: where a window's slices are merged to emit it
-	sessions *sessions  // SESSION: the open sessions of each key
-	encBuf  []byte
+	mem      memory.Allocator
+	rows     RowKeys
+	probes   []probeKey
+	wins     []int64
+	slots    []uint32
+	pkBuf    []byte
+	keep     []bool
+	emitTab  *GroupTable // HOP: where a window's slices are merged to emit it
+	sessions *sessions   // SESSION: the open sessions of each key
+	encBuf   []byte
 }
 
 // NewAggregator builds the operator.
