@@ -114,13 +114,9 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 		if v.Type() != fastjson.TypeNumber {
 			return fmt.Errorf("want a BIGINT, got %s", v.Type())
 		}
-		n, err := v.Int64()
+		n, err := jsonInt(v)
 		if err != nil {
-			f, ferr := v.Float64()
-			if ferr != nil || f != math.Trunc(f) {
-				return fmt.Errorf("want a BIGINT, got %s", v.String())
-			}
-			return fmt.Errorf("BIGINT out of range: %s", v.String())
+			return err
 		}
 		s.i = n
 	case types.Double:
@@ -136,6 +132,9 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 		f, err := v.Float64()
 		if err != nil {
 			return err
+		}
+		if math.IsInf(f, 0) { // 1e999: PostgreSQL refuses it too; "Infinity" is the way to say it
+			return fmt.Errorf("DOUBLE out of range: %s", v.String())
 		}
 		s.f = f
 	case types.Text:
@@ -154,7 +153,7 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 	case types.Timestamp:
 		switch v.Type() {
 		case fastjson.TypeNumber:
-			n, err := v.Int64()
+			n, err := jsonInt(v)
 			if err != nil {
 				return fmt.Errorf("want epoch milliseconds, got %s", v.String())
 			}
@@ -170,6 +169,23 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 		}
 	}
 	return nil
+}
+
+// jsonInt reads a JSON number as an int64. Integral values written as 1.0
+// or 1e3 are integers too (fastjson's Int64 reads only plain digits); a
+// fraction or a value beyond BIGINT is an error that says which.
+func jsonInt(v *fastjson.Value) (int64, error) {
+	if n, err := v.Int64(); err == nil {
+		return n, nil
+	}
+	f, err := v.Float64()
+	switch {
+	case err != nil || f != math.Trunc(f):
+		return 0, fmt.Errorf("want a BIGINT, got %s", v.String())
+	case f < -9.223372036854775808e18 || f >= 9.223372036854775807e18:
+		return 0, fmt.Errorf("BIGINT out of range: %s", v.String())
+	}
+	return int64(f), nil
 }
 
 // BatchOf views an Arrow record batch as evaluator input.

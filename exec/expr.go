@@ -16,6 +16,11 @@ type Batch struct {
 }
 
 // Expr is a compiled scalar expression, evaluated a column at a time.
+//
+// Every operator switches on its operand types once per batch and then runs
+// a typed loop over the Vec slices: no interface call or type switch per
+// row. Values in NULL rows are unspecified and never read for anything that
+// can fail (a division, an overflow check), so NULL rows never raise errors.
 type Expr interface {
 	Type() types.Type
 	Eval(b *Batch) (*Vec, error)
@@ -32,6 +37,9 @@ var (
 	_ Expr = (*IsNull)(nil)
 	_ Expr = (*Cast)(nil)
 	_ Expr = (*Call)(nil)
+	_ Expr = (*Case)(nil)
+	_ Expr = (*InList)(nil)
+	_ Expr = (*Like)(nil)
 )
 
 // ColRef reads input column Idx.
@@ -41,9 +49,14 @@ type ColRef struct {
 	T    types.Type
 }
 
-func (c *ColRef) Type() types.Type            { return c.T }
-func (c *ColRef) String() string              { return c.Name }
-func (c *ColRef) Eval(b *Batch) (*Vec, error) { return b.Cols[c.Idx], nil }
+func (c *ColRef) Type() types.Type { return c.T }
+func (c *ColRef) String() string   { return c.Name }
+func (c *ColRef) Eval(b *Batch) (*Vec, error) {
+	if c.Idx < 0 || c.Idx >= len(b.Cols) {
+		return nil, sql.Errorf(sql.CodeInternal, "column %s (#%d) is not in the batch", c.Name, c.Idx)
+	}
+	return b.Cols[c.Idx], nil
+}
 
 // Literal is a constant; V is nil, int64, float64, string or bool (millis
 // int64 for timestamps and intervals).
@@ -74,17 +87,28 @@ func (l *Literal) Eval(b *Batch) (*Vec, error) {
 	v := newVec(l.T, b.N)
 	switch x := l.V.(type) {
 	case nil:
-		v.Null = make([]bool, b.N)
-		for i := range v.Null {
-			v.Null[i] = true
-		}
+		return allNull(l.T, b.N), nil
 	case int64:
-		for i := range v.I {
-			v.I[i] = x
+		switch {
+		case v.I != nil:
+			for i := range v.I {
+				v.I[i] = x
+			}
+		case v.F != nil:
+			for i := range v.F {
+				v.F[i] = float64(x)
+			}
 		}
 	case float64:
-		for i := range v.F {
-			v.F[i] = x
+		switch {
+		case v.F != nil:
+			for i := range v.F {
+				v.F[i] = x
+			}
+		case v.I != nil:
+			for i := range v.I {
+				v.I[i] = int64(x)
+			}
 		}
 	case string:
 		for i := range v.S {
@@ -95,10 +119,17 @@ func (l *Literal) Eval(b *Batch) (*Vec, error) {
 			v.B[i] = x
 		}
 	}
+	if !v.typed() {
+		return nil, sql.Errorf(sql.CodeInternal, "literal %v cannot be of type %s", l.V, l.T)
+	}
 	return v, nil
 }
 
-// Arith is + - * / % over numbers, and TIMESTAMP ± INTERVAL.
+// Arith is + - * / % over numbers, and the date/time arithmetic PostgreSQL
+// has: TIMESTAMP ± INTERVAL, TIMESTAMP - TIMESTAMP (an INTERVAL), INTERVAL ±
+// INTERVAL, INTERVAL * number, INTERVAL / number. The planner puts the
+// TIMESTAMP or INTERVAL operand on the left. Integer division truncates;
+// division by zero is 22012 and integer overflow 22003, as in PostgreSQL.
 type Arith struct {
 	Op   byte
 	L, R Expr
@@ -117,83 +148,230 @@ func (a *Arith) Eval(b *Batch) (*Vec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !l.typed() || !r.typed() {
+		return allNull(a.T, b.N), nil
+	}
 	out := newVec(a.T, b.N)
 	out.Null = orNulls(l.Null, r.Null, b.N)
-	switch a.T {
-	case types.Double:
-		lf, rf := asFloat(l), asFloat(r)
-		for i := range out.F {
-			if out.IsNull(i) {
-				continue
-			}
-			x, y := lf[i], rf[i]
-			switch a.Op {
-			case '+':
-				out.F[i] = x + y
-			case '-':
-				out.F[i] = x - y
-			case '*':
-				out.F[i] = x * y
-			case '/':
-				if y == 0 {
-					return nil, sql.Errorf(sql.CodeDivisionByZero, "division by zero")
-				}
-				out.F[i] = x / y
-			case '%':
-				if y == 0 {
-					return nil, sql.Errorf(sql.CodeDivisionByZero, "division by zero")
-				}
-				out.F[i] = math.Mod(x, y)
-			}
+	switch {
+	case a.T == types.Double:
+		err = arithFloat(a.Op, asFloat(l), asFloat(r), out.F, out.Null)
+	case a.T == types.Interval && r.T == types.Double:
+		err = scaleInterval(a.Op, l.I, r.F, out.I, out.Null)
+	case a.T == types.Interval && r.T == types.Int && (a.Op == '*' || a.Op == '/'):
+		if a.Op == '*' {
+			err = arithInt('*', l.I, r.I, out.I, out.Null, intervalRange)
+		} else {
+			err = scaleInterval('/', l.I, asFloat(r), out.I, out.Null)
 		}
-	case types.Int, types.Timestamp, types.Interval:
-		for i := range out.I {
-			if out.IsNull(i) {
-				continue
-			}
-			x, y := l.I[i], r.I[i]
-			var z int64
-			switch a.Op {
-			case '+':
-				z = x + y
-				if (z > x) != (y > 0) {
-					return nil, overflow()
-				}
-			case '-':
-				z = x - y
-				if (z < x) != (y > 0) {
-					return nil, overflow()
-				}
-			case '*':
-				if x != 0 && y != 0 {
-					z = x * y
-					if z/y != x || (x == -1 && y == math.MinInt64) || (y == -1 && x == math.MinInt64) {
-						return nil, overflow()
-					}
-				}
-			case '/':
-				if y == 0 {
-					return nil, sql.Errorf(sql.CodeDivisionByZero, "division by zero")
-				}
-				if x == math.MinInt64 && y == -1 {
-					return nil, overflow()
-				}
-				z = x / y
-			case '%':
-				if y == 0 {
-					return nil, sql.Errorf(sql.CodeDivisionByZero, "division by zero")
-				}
-				if y != -1 {
-					z = x % y
-				}
-			}
-			out.I[i] = z
-		}
+	case a.T == types.Timestamp && l.I != nil && r.I != nil:
+		err = arithInt(a.Op, l.I, r.I, out.I, out.Null, timestampRange)
+	case a.T == types.Interval && l.I != nil && r.I != nil:
+		err = arithInt(a.Op, l.I, r.I, out.I, out.Null, intervalRange)
+	case a.T == types.Int && l.I != nil && r.I != nil:
+		err = arithInt(a.Op, l.I, r.I, out.I, out.Null, bigintRange)
+	default:
+		return nil, sql.Errorf(sql.CodeUndefinedFunc, "operator does not exist: %s %c %s", PGName(l.T), a.Op, PGName(r.T))
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func overflow() error { return sql.Errorf("22003", "bigint out of range") }
+func bigintRange() error    { return sql.Errorf("22003", "bigint out of range") }
+func timestampRange() error { return sql.Errorf("22008", "timestamp out of range") }
+func intervalRange() error  { return sql.Errorf("22008", "interval out of range") }
+func divByZero() error      { return sql.Errorf(sql.CodeDivisionByZero, "division by zero") }
+func floatOverflow() error  { return sql.Errorf("22003", "value out of range: overflow") }
+func floatUnderflow() error { return sql.Errorf("22003", "value out of range: underflow") }
+
+func addInt(x, y int64) (int64, bool) {
+	z := x + y
+	return z, (x^z)&(y^z) >= 0
+}
+
+func subInt(x, y int64) (int64, bool) {
+	z := x - y
+	return z, (x^y)&(x^z) >= 0
+}
+
+func mulInt(x, y int64) (int64, bool) {
+	if x == 0 || y == 0 {
+		return 0, true
+	}
+	z := x * y
+	if (x == -1 && y == math.MinInt64) || (y == -1 && x == math.MinInt64) || z/y != x {
+		return 0, false
+	}
+	return z, true
+}
+
+// arithInt runs op over int64 slices, skipping NULL rows; rangeErr names
+// the type that overflowed.
+func arithInt(op byte, x, y, out []int64, null []bool, rangeErr func() error) error {
+	switch op {
+	case '+':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			z, ok := addInt(x[i], y[i])
+			if !ok {
+				return rangeErr()
+			}
+			out[i] = z
+		}
+	case '-':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			z, ok := subInt(x[i], y[i])
+			if !ok {
+				return rangeErr()
+			}
+			out[i] = z
+		}
+	case '*':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			z, ok := mulInt(x[i], y[i])
+			if !ok {
+				return rangeErr()
+			}
+			out[i] = z
+		}
+	case '/':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			switch {
+			case y[i] == 0:
+				return divByZero()
+			case y[i] == -1 && x[i] == math.MinInt64:
+				return rangeErr()
+			}
+			out[i] = x[i] / y[i]
+		}
+	case '%':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			switch y[i] {
+			case 0:
+				return divByZero()
+			case -1: // MinInt64 % -1 would trap; the answer is 0
+				out[i] = 0
+			default:
+				out[i] = x[i] % y[i]
+			}
+		}
+	default:
+		return sql.Errorf(sql.CodeUndefinedFunc, "operator %c is not defined for integers", op)
+	}
+	return nil
+}
+
+// arithFloat runs op over float64 slices with PostgreSQL's float8 checks:
+// an infinite result from finite operands overflows, a zero result from
+// non-zero operands of * or / underflows, and x / 0 is an error unless x is
+// NaN. % is the remainder with the sign of the dividend (math.Mod).
+func arithFloat(op byte, x, y, out []float64, null []bool) error {
+	switch op {
+	case '+':
+		for i := range out {
+			z := x[i] + y[i]
+			if math.IsInf(z, 0) && !math.IsInf(x[i], 0) && !math.IsInf(y[i], 0) && (null == nil || !null[i]) {
+				return floatOverflow()
+			}
+			out[i] = z
+		}
+	case '-':
+		for i := range out {
+			z := x[i] - y[i]
+			if math.IsInf(z, 0) && !math.IsInf(x[i], 0) && !math.IsInf(y[i], 0) && (null == nil || !null[i]) {
+				return floatOverflow()
+			}
+			out[i] = z
+		}
+	case '*':
+		for i := range out {
+			z := x[i] * y[i]
+			if null == nil || !null[i] {
+				if math.IsInf(z, 0) && !math.IsInf(x[i], 0) && !math.IsInf(y[i], 0) {
+					return floatOverflow()
+				}
+				if z == 0 && x[i] != 0 && y[i] != 0 {
+					return floatUnderflow()
+				}
+			}
+			out[i] = z
+		}
+	case '/':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			if y[i] == 0 && !math.IsNaN(x[i]) {
+				return divByZero()
+			}
+			z := x[i] / y[i]
+			if math.IsInf(z, 0) && !math.IsInf(x[i], 0) {
+				return floatOverflow()
+			}
+			if z == 0 && x[i] != 0 && !math.IsInf(y[i], 0) {
+				return floatUnderflow()
+			}
+			out[i] = z
+		}
+	case '%':
+		for i := range out {
+			if null != nil && null[i] {
+				continue
+			}
+			if y[i] == 0 && !math.IsNaN(x[i]) {
+				return divByZero()
+			}
+			out[i] = math.Mod(x[i], y[i])
+		}
+	default:
+		return sql.Errorf(sql.CodeUndefinedFunc, "operator %c is not defined for double precision", op)
+	}
+	return nil
+}
+
+// scaleInterval is INTERVAL * number and INTERVAL / number, rounded to the
+// millisecond.
+func scaleInterval(op byte, x []int64, y []float64, out []int64, null []bool) error {
+	for i := range out {
+		if null != nil && null[i] {
+			continue
+		}
+		var z float64
+		switch op {
+		case '*':
+			z = float64(x[i]) * y[i]
+		case '/':
+			if y[i] == 0 {
+				return divByZero()
+			}
+			z = float64(x[i]) / y[i]
+		default:
+			return sql.Errorf(sql.CodeUndefinedFunc, "operator does not exist: interval %c double precision", op)
+		}
+		z = math.Round(z)
+		if math.IsNaN(z) || z >= 9.223372036854775807e18 || z < -9.223372036854775808e18 {
+			return intervalRange()
+		}
+		out[i] = int64(z)
+	}
+	return nil
+}
 
 // asFloat views a numeric Vec as float64s.
 func asFloat(v *Vec) []float64 {
@@ -207,7 +385,10 @@ func asFloat(v *Vec) []float64 {
 	return f
 }
 
-// Compare is = <> < <= > >= with SQL NULL semantics.
+// Compare is = <> < <= > >= with SQL NULL semantics. Both sides have the
+// same type, or are both numeric (compared as DOUBLE). Text compares by
+// bytes (the C collation); NaN equals NaN and sorts above every number, as
+// in PostgreSQL.
 type Compare struct {
 	Op   string
 	L, R Expr
@@ -225,81 +406,144 @@ func (c *Compare) Eval(b *Batch) (*Vec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !l.typed() || !r.typed() {
+		return allNull(types.Bool, b.N), nil
+	}
 	out := newVec(types.Bool, b.N)
 	out.Null = orNulls(l.Null, r.Null, b.N)
-	cmp := make([]int, b.N)
 	switch {
-	case l.T == types.Text:
-		for i := range cmp {
-			cmp[i] = strings.Compare(l.S[i], r.S[i])
-		}
-	case l.T == types.Bool:
-		for i := range cmp {
-			cmp[i] = boolCmp(l.B[i], r.B[i])
-		}
+	case l.T == types.Text && r.T == types.Text:
+		cmpOrdered(c.Op, l.S, r.S, out.B)
+	case l.T == types.Bool && r.T == types.Bool:
+		cmpBool(c.Op, l.B, r.B, out.B)
 	case l.T == types.Double || r.T == types.Double:
-		lf, rf := asFloat(l), asFloat(r)
-		for i := range cmp {
-			cmp[i] = floatCmp(lf[i], rf[i])
+		if l.I == nil && l.F == nil || r.I == nil && r.F == nil {
+			return nil, cmpTypeError(l.T, r.T)
 		}
+		cmpFloat(c.Op, asFloat(l), asFloat(r), out.B)
+	case l.I != nil && r.I != nil:
+		cmpOrdered(c.Op, l.I, r.I, out.B)
 	default:
-		for i := range cmp {
-			switch {
-			case l.I[i] < r.I[i]:
-				cmp[i] = -1
-			case l.I[i] > r.I[i]:
-				cmp[i] = 1
-			}
-		}
-	}
-	for i, k := range cmp {
-		switch c.Op {
-		case "=":
-			out.B[i] = k == 0
-		case "<>":
-			out.B[i] = k != 0
-		case "<":
-			out.B[i] = k < 0
-		case "<=":
-			out.B[i] = k <= 0
-		case ">":
-			out.B[i] = k > 0
-		case ">=":
-			out.B[i] = k >= 0
-		}
+		return nil, cmpTypeError(l.T, r.T)
 	}
 	return out, nil
 }
 
-func boolCmp(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
+func cmpTypeError(l, r types.Type) error {
+	return sql.Errorf(sql.CodeUndefinedFunc, "operator does not exist: %s = %s", PGName(l), PGName(r))
+}
+
+func cmpOrdered[T int64 | string](op string, x, y []T, out []bool) {
+	switch op {
+	case "=":
+		for i := range out {
+			out[i] = x[i] == y[i]
+		}
+	case "<>", "!=":
+		for i := range out {
+			out[i] = x[i] != y[i]
+		}
+	case "<":
+		for i := range out {
+			out[i] = x[i] < y[i]
+		}
+	case "<=":
+		for i := range out {
+			out[i] = x[i] <= y[i]
+		}
+	case ">":
+		for i := range out {
+			out[i] = x[i] > y[i]
+		}
+	case ">=":
+		for i := range out {
+			out[i] = x[i] >= y[i]
+		}
 	}
-	return 1
+}
+
+func cmpFloat(op string, x, y []float64, out []bool) {
+	switch op {
+	case "=":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) == 0
+		}
+	case "<>", "!=":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) != 0
+		}
+	case "<":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) < 0
+		}
+	case "<=":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) <= 0
+		}
+	case ">":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) > 0
+		}
+	case ">=":
+		for i := range out {
+			out[i] = floatCmp(x[i], y[i]) >= 0
+		}
+	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(op string, x, y []bool, out []bool) {
+	switch op {
+	case "=":
+		for i := range out {
+			out[i] = x[i] == y[i]
+		}
+	case "<>", "!=":
+		for i := range out {
+			out[i] = x[i] != y[i]
+		}
+	case "<":
+		for i := range out {
+			out[i] = !x[i] && y[i]
+		}
+	case "<=":
+		for i := range out {
+			out[i] = !x[i] || y[i]
+		}
+	case ">":
+		for i := range out {
+			out[i] = x[i] && !y[i]
+		}
+	case ">=":
+		for i := range out {
+			out[i] = x[i] || !y[i]
+		}
+	}
 }
 
 // floatCmp orders NaN above every number and equal to itself, as PostgreSQL does.
 func floatCmp(a, b float64) int {
-	an, bn := math.IsNaN(a), math.IsNaN(b)
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	case a == b:
+		return 0
+	}
+	an, bn := a != a, b != b
 	switch {
 	case an && bn:
 		return 0
 	case an:
 		return 1
-	case bn:
-		return -1
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
-	return 0
+	return -1
 }
 
-// Logic is AND / OR with Kleene (three-valued) semantics.
+// Logic is AND / OR with Kleene (three-valued) semantics. R is evaluated
+// only on the rows L leaves undecided when R could raise an error, so
+// `b <> 0 AND a / b > 1` never divides by zero, as in PostgreSQL.
 type Logic struct {
 	And  bool
 	L, R Expr
@@ -319,29 +563,73 @@ func (g *Logic) Eval(b *Batch) (*Vec, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := g.R.Eval(b)
+	if !l.typed() {
+		l = allNull(types.Bool, b.N)
+	}
+	var r *Vec
+	if mayFail(g.R) {
+		// Undecided rows: L is NULL, or true for AND, false for OR.
+		sel := make([]bool, b.N)
+		k := 0
+		for i, v := range l.B {
+			if l.IsNull(i) || v == g.And {
+				sel[i] = true
+				k++
+			}
+		}
+		r, err = evalOn(g.R, b, sel, k)
+	} else {
+		r, err = g.R.Eval(b)
+	}
 	if err != nil {
 		return nil, err
 	}
+	if !r.typed() {
+		r = allNull(types.Bool, b.N)
+	}
 	out := newVec(types.Bool, b.N)
-	for i := 0; i < b.N; i++ {
-		ln, rn := l.IsNull(i), r.IsNull(i)
-		lv, rv := !ln && l.B[i], !rn && r.B[i]
+	lb, rb := l.B, r.B
+	if l.Null == nil && r.Null == nil {
 		if g.And {
+			for i := range out.B {
+				out.B[i] = lb[i] && rb[i]
+			}
+		} else {
+			for i := range out.B {
+				out.B[i] = lb[i] || rb[i]
+			}
+		}
+		return out, nil
+	}
+	out.Null = make([]bool, b.N)
+	ln, rn := l.Null, r.Null
+	if ln == nil {
+		ln = make([]bool, b.N)
+	}
+	if rn == nil {
+		rn = make([]bool, b.N)
+	}
+	if g.And {
+		for i := range out.B {
+			lf := !ln[i] && !lb[i] // definitely false
+			rf := !rn[i] && !rb[i]
 			switch {
-			case (!ln && !lv) || (!rn && !rv):
-				out.B[i] = false
-			case ln || rn:
-				out.ensureNull()[i] = true
+			case lf || rf:
+			case ln[i] || rn[i]:
+				out.Null[i] = true
 			default:
 				out.B[i] = true
 			}
-		} else {
+		}
+	} else {
+		for i := range out.B {
+			lt := !ln[i] && lb[i] // definitely true
+			rt := !rn[i] && rb[i]
 			switch {
-			case lv || rv:
+			case lt || rt:
 				out.B[i] = true
-			case ln || rn:
-				out.ensureNull()[i] = true
+			case ln[i] || rn[i]:
+				out.Null[i] = true
 			}
 		}
 	}
@@ -367,10 +655,11 @@ func (n *Not) Eval(b *Batch) (*Vec, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := newVec(x.T, b.N)
-	if x.Null != nil {
-		out.Null = append([]bool(nil), x.Null...)
+	if !x.typed() {
+		return allNull(x.T, b.N), nil
 	}
+	out := newVec(x.T, b.N)
+	out.Null = x.copyNulls()
 	switch x.T {
 	case types.Bool:
 		for i, v := range x.B {
@@ -380,13 +669,18 @@ func (n *Not) Eval(b *Batch) (*Vec, error) {
 		for i, v := range x.F {
 			out.F[i] = -v
 		}
-	default:
+	case types.Int, types.Interval:
 		for i, v := range x.I {
-			if v == math.MinInt64 {
-				return nil, overflow()
+			if v == math.MinInt64 && !x.IsNull(i) {
+				if x.T == types.Interval {
+					return nil, intervalRange()
+				}
+				return nil, bigintRange()
 			}
 			out.I[i] = -v
 		}
+	default:
+		return nil, sql.Errorf(sql.CodeUndefinedFunc, "operator does not exist: - %s", PGName(x.T))
 	}
 	return out, nil
 }
@@ -411,8 +705,38 @@ func (n *IsNull) Eval(b *Batch) (*Vec, error) {
 		return nil, err
 	}
 	out := newVec(types.Bool, b.N)
-	for i := range out.B {
-		out.B[i] = x.IsNull(i) != n.Negate
+	switch {
+	case x.Null != nil:
+		for i, isNull := range x.Null {
+			out.B[i] = isNull != n.Negate
+		}
+	case !x.typed(): // an untyped NULL
+		for i := range out.B {
+			out.B[i] = !n.Negate
+		}
+	case n.Negate:
+		for i := range out.B {
+			out.B[i] = true
+		}
 	}
 	return out, nil
+}
+
+// PGName is PostgreSQL's name for a type, for error messages.
+func PGName(t types.Type) string {
+	switch t {
+	case types.Text:
+		return "text"
+	case types.Int:
+		return "bigint"
+	case types.Double:
+		return "double precision"
+	case types.Bool:
+		return "boolean"
+	case types.Timestamp:
+		return "timestamp without time zone"
+	case types.Interval:
+		return "interval"
+	}
+	return "unknown"
 }

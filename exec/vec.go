@@ -170,3 +170,179 @@ func (v *Vec) Value(i int) any {
 	}
 	return nil
 }
+
+// allNull returns a Vec of n NULLs of type t.
+func allNull(t types.Type, n int) *Vec {
+	v := newVec(t, n)
+	v.Null = make([]bool, n)
+	for i := range v.Null {
+		v.Null[i] = true
+	}
+	return v
+}
+
+// copyNulls returns a copy of v's null mask (nil when it has none).
+func (v *Vec) copyNulls() []bool {
+	if v.Null == nil {
+		return nil
+	}
+	return append([]bool(nil), v.Null...)
+}
+
+// typed reports whether v has the value slice its type needs; an untyped
+// NULL (types.Unknown) has none.
+func (v *Vec) typed() bool {
+	switch v.T {
+	case types.Int, types.Timestamp, types.Interval:
+		return len(v.I) == v.N
+	case types.Double:
+		return len(v.F) == v.N
+	case types.Text:
+		return len(v.S) == v.N
+	case types.Bool:
+		return len(v.B) == v.N
+	}
+	return false
+}
+
+// gather returns the k rows of v where sel is true, in order.
+func (v *Vec) gather(sel []bool, k int) *Vec {
+	out := newVec(v.T, k)
+	if !v.typed() {
+		return allNull(v.T, k)
+	}
+	if v.Null != nil {
+		out.Null = make([]bool, k)
+		j := 0
+		for i, s := range sel {
+			if s {
+				out.Null[j] = v.Null[i]
+				j++
+			}
+		}
+	}
+	j := 0
+	switch v.T {
+	case types.Int, types.Timestamp, types.Interval:
+		for i, s := range sel {
+			if s {
+				out.I[j] = v.I[i]
+				j++
+			}
+		}
+	case types.Double:
+		for i, s := range sel {
+			if s {
+				out.F[j] = v.F[i]
+				j++
+			}
+		}
+	case types.Text:
+		for i, s := range sel {
+			if s {
+				out.S[j] = v.S[i]
+				j++
+			}
+		}
+	case types.Bool:
+		for i, s := range sel {
+			if s {
+				out.B[j] = v.B[i]
+				j++
+			}
+		}
+	}
+	return out
+}
+
+// scatter is the inverse of gather: row j of v goes to the j-th row where
+// sel is true in a Vec of n rows; the other rows are NULL.
+func (v *Vec) scatter(sel []bool, n int) *Vec {
+	out := allNull(v.T, n)
+	if !v.typed() {
+		return out
+	}
+	j := 0
+	for i, s := range sel {
+		if s {
+			out.Null[i] = v.IsNull(j)
+			j++
+		}
+	}
+	j = 0
+	switch v.T {
+	case types.Int, types.Timestamp, types.Interval:
+		for i, s := range sel {
+			if s {
+				out.I[i] = v.I[j]
+				j++
+			}
+		}
+	case types.Double:
+		for i, s := range sel {
+			if s {
+				out.F[i] = v.F[j]
+				j++
+			}
+		}
+	case types.Text:
+		for i, s := range sel {
+			if s {
+				out.S[i] = v.S[j]
+				j++
+			}
+		}
+	case types.Bool:
+		for i, s := range sel {
+			if s {
+				out.B[i] = v.B[j]
+				j++
+			}
+		}
+	}
+	return out
+}
+
+// mergeFrom copies the rows of src where take is true into v (same type,
+// same length), nulls included. v must have a null mask.
+func (v *Vec) mergeFrom(src *Vec, take []bool) {
+	if !src.typed() {
+		for i, t := range take {
+			if t {
+				v.Null[i] = true
+			}
+		}
+		return
+	}
+	for i, t := range take {
+		if t {
+			v.Null[i] = src.IsNull(i)
+		}
+	}
+	switch v.T {
+	case types.Int, types.Timestamp, types.Interval:
+		for i, t := range take {
+			if t {
+				v.I[i] = src.I[i]
+			}
+		}
+	case types.Double:
+		for i, t := range take {
+			if t {
+				v.F[i] = src.F[i]
+			}
+		}
+	case types.Text:
+		for i, t := range take {
+			if t {
+				v.S[i] = src.S[i]
+			}
+		}
+	case types.Bool:
+		for i, t := range take {
+			if t {
+				v.B[i] = src.B[i]
+			}
+		}
+	}
+}

@@ -56,7 +56,11 @@ func (s *scope) errf(code, name, format string, args ...any) error {
 	return e
 }
 
-// compile turns an AST expression into an evaluator expression.
+// compile turns an AST expression into an evaluator expression. Types are
+// checked here, so a type error is reported before a stream starts: 42883
+// for an operator or function that does not exist for its argument types,
+// 42804 for a mismatch (a non-boolean condition, CASE arms of different
+// types), with PostgreSQL's wording.
 func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 	// After aggregation, an expression equal to a GROUP BY item reads that key.
 	if s.agg != nil && !s.inAgg {
@@ -77,33 +81,7 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 	case *ast.BinaryOperationExpr:
 		return s.binary(x)
 	case *ast.UnaryOperationExpr:
-		e, err := s.compile(x.V)
-		if err != nil {
-			return nil, err
-		}
-		switch x.Op {
-		case opcode.Not, opcode.Not2:
-			if e.Type() != types.Bool && e.Type() != types.Unknown {
-				return nil, s.errf(sql.CodeDatatypeMismatch, "", "argument of NOT must be type boolean, not type %s", lower(e.Type()))
-			}
-			return &exec.Not{X: e}, nil
-		case opcode.Minus:
-			if !e.Type().Numeric() {
-				return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: - %s", lower(e.Type()))
-			}
-			if l, ok := e.(*exec.Literal); ok { // fold -5 so it stays a literal
-				switch v := l.V.(type) {
-				case int64:
-					return &exec.Literal{V: -v, T: l.T}, nil
-				case float64:
-					return &exec.Literal{V: -v, T: l.T}, nil
-				}
-			}
-			return &exec.Not{X: e, Neg: true}, nil
-		case opcode.Plus:
-			return e, nil
-		}
-		return nil, s.errf(sql.CodeNotSupported, "", "operator %s is not supported", x.Op)
+		return s.unary(x)
 	case *ast.IsNullExpr:
 		e, err := s.compile(x.Expr)
 		if err != nil {
@@ -113,6 +91,13 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 	case *ast.IsTruthExpr:
 		e, err := s.compile(x.Expr)
 		if err != nil {
+			return nil, err
+		}
+		what := "IS TRUE"
+		if x.True == 0 {
+			what = "IS FALSE"
+		}
+		if e, err = s.boolArg("argument of "+what, e); err != nil {
 			return nil, err
 		}
 		var cmp exec.Expr = &exec.Compare{Op: "=", L: e, R: &exec.Literal{V: x.True != 0, T: types.Bool}}
@@ -149,33 +134,11 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 		}
 		return out, nil
 	case *ast.PatternInExpr:
-		if x.Sel != nil {
-			return nil, s.errf(sql.CodeNotSupported, "", "IN (subquery) is not supported")
-		}
-		e, err := s.compile(x.Expr)
-		if err != nil {
-			return nil, err
-		}
-		var out exec.Expr
-		for _, item := range x.List {
-			v, err := s.compile(item)
-			if err != nil {
-				return nil, err
-			}
-			c, err := s.compare("=", e, v)
-			if err != nil {
-				return nil, err
-			}
-			if out == nil {
-				out = c
-			} else {
-				out = &exec.Logic{L: out, R: c}
-			}
-		}
-		if x.Not {
-			out = &exec.Not{X: out}
-		}
-		return out, nil
+		return s.inList(x)
+	case *ast.PatternLikeOrIlikeExpr:
+		return s.like(x)
+	case *ast.CaseExpr:
+		return s.caseExpr(x)
 	case *ast.FuncCastExpr:
 		e, err := s.compile(x.Expr)
 		if err != nil {
@@ -183,7 +146,10 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 		}
 		to, ok := castTarget(x)
 		if !ok {
-			return nil, s.errf(sql.CodeNotSupported, "", "CAST to %s is not supported: use TEXT, BIGINT, DOUBLE, BOOLEAN or TIMESTAMP", x.Tp.String())
+			return nil, s.errf(sql.CodeNotSupported, "", "CAST to %s is not supported: use TEXT, BIGINT, DOUBLE, BOOLEAN, TIMESTAMP or INTERVAL", x.Tp.String())
+		}
+		if !exec.CanCast(e.Type(), to) {
+			return nil, s.errf("42846", "", "cannot cast type %s to %s", exec.PGName(e.Type()), exec.PGName(to))
 		}
 		return coerce(&exec.Cast{X: e, To: to})
 	case *ast.AggregateFuncExpr:
@@ -196,6 +162,8 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 
 func lower(t types.Type) string { return strings.ToLower(t.String()) }
 
+// castTarget reads back the type the sql package's rewrite gave CAST (see
+// sql.CastBoolType): BOOLEAN travels as JSON, INTERVAL as TIME.
 func castTarget(x *ast.FuncCastExpr) (types.Type, bool) {
 	switch x.Tp.GetType() {
 	case mysql.TypeLonglong, mysql.TypeLong, mysql.TypeShort, mysql.TypeTiny, mysql.TypeInt24:
@@ -204,8 +172,12 @@ func castTarget(x *ast.FuncCastExpr) (types.Type, bool) {
 		return types.Double, true
 	case mysql.TypeVarString, mysql.TypeString, mysql.TypeVarchar, mysql.TypeBlob:
 		return types.Text, true
-	case mysql.TypeDatetime, mysql.TypeTimestamp, mysql.TypeDate:
+	case mysql.TypeDatetime, mysql.TypeTimestamp:
 		return types.Timestamp, true
+	case mysql.TypeJSON:
+		return types.Bool, true
+	case mysql.TypeDuration:
+		return types.Interval, true
 	}
 	return types.Unknown, false
 }
@@ -284,6 +256,9 @@ func literal(x *driver.ValueExpr) (exec.Expr, error) {
 func (s *scope) unify(l, r exec.Expr) (exec.Expr, exec.Expr, error) {
 	lt, rt := l.Type(), r.Type()
 	if lt == rt {
+		if lt == types.Unknown { // NULL = NULL: both unknown, compared as text
+			return &exec.Literal{T: types.Text}, &exec.Literal{T: types.Text}, nil
+		}
 		return l, r, nil
 	}
 	var err error
@@ -301,7 +276,8 @@ func (s *scope) unify(l, r exec.Expr) (exec.Expr, exec.Expr, error) {
 		l, err = coerce(&exec.Cast{X: l, To: rt})
 		return l, r, err
 	}
-	return nil, nil, s.errf(sql.CodeUndefinedFunc, "", "cannot compare %s with %s", lower(lt), lower(rt))
+	return nil, nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s = %s", exec.PGName(lt), exec.PGName(rt)).(*sql.Error).
+		WithHint("cannot compare %s with %s; cast one side, e.g. x::text", lower(lt), lower(rt))
 }
 
 func isTextLiteral(e exec.Expr) bool {
@@ -315,6 +291,21 @@ func (s *scope) compare(op string, l, r exec.Expr) (exec.Expr, error) {
 		return nil, err
 	}
 	return &exec.Compare{Op: op, L: l, R: r}, nil
+}
+
+// boolArg checks that e is a BOOLEAN (an untyped NULL becomes one); what
+// names the place for the 42804 error, e.g. "argument of NOT".
+func (s *scope) boolArg(what string, e exec.Expr) (exec.Expr, error) {
+	switch e.Type() {
+	case types.Bool:
+		return e, nil
+	case types.Unknown:
+		return &exec.Literal{T: types.Bool}, nil
+	}
+	if isTextLiteral(e) { // 'true' AND x: an unknown-typed literal, as in PostgreSQL
+		return coerce(&exec.Cast{X: e, To: types.Bool})
+	}
+	return nil, s.errf(sql.CodeDatatypeMismatch, "", "%s must be type boolean, not type %s", what, exec.PGName(e.Type()))
 }
 
 func (s *scope) binary(x *ast.BinaryOperationExpr) (exec.Expr, error) {
@@ -340,65 +331,302 @@ func (s *scope) binary(x *ast.BinaryOperationExpr) (exec.Expr, error) {
 	case opcode.GE:
 		return s.compare(">=", l, r)
 	case opcode.LogicAnd, opcode.LogicOr:
-		for _, e := range []exec.Expr{l, r} {
-			if e.Type() != types.Bool && e.Type() != types.Unknown {
-				return nil, s.errf(sql.CodeDatatypeMismatch, "", "argument of %s must be type boolean, not type %s", strings.ToUpper(x.Op.String()), lower(e.Type()))
-			}
+		what := "argument of " + strings.ToUpper(x.Op.String())
+		if l, err = s.boolArg(what, l); err != nil {
+			return nil, err
 		}
-		if l.Type() == types.Unknown {
-			l = &exec.Literal{T: types.Bool}
-		}
-		if r.Type() == types.Unknown {
-			r = &exec.Literal{T: types.Bool}
+		if r, err = s.boolArg(what, r); err != nil {
+			return nil, err
 		}
 		return &exec.Logic{And: x.Op == opcode.LogicAnd, L: l, R: r}, nil
 	case opcode.Plus, opcode.Minus, opcode.Mul, opcode.Div, opcode.Mod, opcode.IntDiv:
 		ops := map[opcode.Op]byte{opcode.Plus: '+', opcode.Minus: '-', opcode.Mul: '*', opcode.Div: '/', opcode.Mod: '%', opcode.IntDiv: '/'}
 		return s.arith(ops[x.Op], l, r)
+	case opcode.Or: // || (the sql package rewrites it to MySQL's |)
+		return s.concatOp(l, r)
 	}
 	return nil, s.errf(sql.CodeNotSupported, "", "operator %s is not supported", x.Op)
 }
 
+// concatOp is a || b: text with anything (the other side printed as
+// text); NULL if either side is NULL, unlike CONCAT().
+func (s *scope) concatOp(l, r exec.Expr) (exec.Expr, error) {
+	lt, rt := l.Type(), r.Type()
+	if lt != types.Text && rt != types.Text && lt != types.Unknown && rt != types.Unknown {
+		return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s || %s", exec.PGName(lt), exec.PGName(rt)).(*sql.Error).
+			WithHint("|| concatenates text; cast one side to text, e.g. x::text")
+	}
+	args := []exec.Expr{l, r}
+	for i, a := range args {
+		switch a.Type() {
+		case types.Text:
+		case types.Unknown:
+			args[i] = &exec.Literal{T: types.Text}
+		default:
+			c, err := coerce(&exec.Cast{X: a, To: types.Text})
+			if err != nil {
+				return nil, err
+			}
+			args[i] = c
+		}
+	}
+	return &exec.Call{Name: "||", Args: args, T: types.Text}, nil
+}
+
+// arith types an arithmetic operator. Numbers: BIGINT op BIGINT is BIGINT,
+// with DOUBLE it is DOUBLE. Date/time: TIMESTAMP ± INTERVAL is a TIMESTAMP,
+// TIMESTAMP - TIMESTAMP an INTERVAL, INTERVAL ± INTERVAL, INTERVAL * number
+// and INTERVAL / number INTERVALs. An untyped NULL or a text literal takes
+// the other side's type.
 func (s *scope) arith(op byte, l, r exec.Expr) (exec.Expr, error) {
 	lt, rt := l.Type(), r.Type()
-	if lt == types.Unknown || rt == types.Unknown {
-		t := lt
-		if t == types.Unknown {
-			t = rt
-		}
-		if t == types.Unknown {
-			t = types.Int
-		}
-		return &exec.Literal{T: t}, nil
-	}
 	switch {
-	case lt == types.Timestamp && rt == types.Interval && (op == '+' || op == '-'):
+	case lt == types.Unknown && rt == types.Unknown:
+		return &exec.Literal{T: types.Int}, nil
+	case lt == types.Unknown:
+		return s.arith(op, &exec.Literal{T: rt}, r)
+	case rt == types.Unknown:
+		return s.arith(op, l, &exec.Literal{T: lt})
+	}
+	pm := op == '+' || op == '-'
+	switch {
+	case lt == types.Timestamp && rt == types.Interval && pm:
 		return &exec.Arith{Op: op, L: l, R: r, T: types.Timestamp}, nil
 	case lt == types.Interval && rt == types.Timestamp && op == '+':
 		return &exec.Arith{Op: op, L: r, R: l, T: types.Timestamp}, nil
 	case lt == types.Timestamp && rt == types.Timestamp && op == '-':
 		return &exec.Arith{Op: op, L: l, R: r, T: types.Interval}, nil
+	case lt == types.Interval && rt == types.Interval && pm:
+		return &exec.Arith{Op: op, L: l, R: r, T: types.Interval}, nil
+	case lt == types.Interval && rt.Numeric() && (op == '*' || op == '/'):
+		return &exec.Arith{Op: op, L: l, R: r, T: types.Interval}, nil
+	case lt.Numeric() && rt == types.Interval && op == '*':
+		return &exec.Arith{Op: op, L: r, R: l, T: types.Interval}, nil
 	case lt.Numeric() && rt.Numeric():
 		t := types.Int
 		if lt == types.Double || rt == types.Double {
 			t = types.Double
 		}
 		return &exec.Arith{Op: op, L: l, R: r, T: t}, nil
-	case isTextLiteral(l) && rt.Numeric():
+	case isTextLiteral(l) && rt != types.Text:
 		l2, err := coerce(&exec.Cast{X: l, To: rt})
 		if err != nil {
 			return nil, err
 		}
 		return s.arith(op, l2, r)
-	case isTextLiteral(r) && lt.Numeric():
+	case isTextLiteral(r) && lt != types.Text:
 		r2, err := coerce(&exec.Cast{X: r, To: lt})
 		if err != nil {
 			return nil, err
 		}
 		return s.arith(op, l, r2)
 	}
-	return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %c %s", lower(lt), op, lower(rt)).(*sql.Error).
+	return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %c %s", exec.PGName(lt), op, exec.PGName(rt)).(*sql.Error).
 		WithHint("arithmetic needs numbers, or a timestamp and an interval")
+}
+
+func (s *scope) unary(x *ast.UnaryOperationExpr) (exec.Expr, error) {
+	if x.Op == opcode.Minus { // -9223372036854775808 is a BIGINT, though 9223372036854775808 is not
+		if v, ok := x.V.(*driver.ValueExpr); ok {
+			if u, ok := v.GetValue().(uint64); ok && u == 1<<63 {
+				return &exec.Literal{V: int64(math.MinInt64), T: types.Int}, nil
+			}
+		}
+	}
+	e, err := s.compile(x.V)
+	if err != nil {
+		return nil, err
+	}
+	switch x.Op {
+	case opcode.Not, opcode.Not2:
+		if e, err = s.boolArg("argument of NOT", e); err != nil {
+			return nil, err
+		}
+		return &exec.Not{X: e}, nil
+	case opcode.Minus, opcode.Plus:
+		t := e.Type()
+		if t == types.Unknown {
+			return &exec.Literal{T: types.Int}, nil
+		}
+		if !t.Numeric() && t != types.Interval {
+			return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %s", x.Op, exec.PGName(t))
+		}
+		if x.Op == opcode.Plus {
+			return e, nil
+		}
+		if l, ok := e.(*exec.Literal); ok { // fold -5 so it stays a literal
+			switch v := l.V.(type) {
+			case int64:
+				if v != math.MinInt64 {
+					return &exec.Literal{V: -v, T: l.T}, nil
+				}
+			case float64:
+				return &exec.Literal{V: -v, T: l.T}, nil
+			}
+		}
+		return &exec.Not{X: e, Neg: true}, nil
+	}
+	return nil, s.errf(sql.CodeNotSupported, "", "operator %s is not supported", x.Op)
+}
+
+// commonType resolves the type of CASE arms, COALESCE and NULLIF arguments
+// and IN lists as PostgreSQL does: typed operands must agree (BIGINT and
+// DOUBLE meet as DOUBLE), text literals and NULLs take that type (a bad
+// literal is an error now). All text literals: TEXT; all NULL: Unknown.
+// Operands are cast to the common type.
+func (s *scope) commonType(what, code string, exprs []exec.Expr) (types.Type, []exec.Expr, error) {
+	t := types.Unknown
+	sawText := false
+	for _, e := range exprs {
+		et := e.Type()
+		switch {
+		case isTextLiteral(e):
+			sawText = true
+		case et == types.Unknown, et == t:
+		case t == types.Unknown:
+			t = et
+		case t.Numeric() && et.Numeric():
+			t = types.Double
+		default:
+			return 0, nil, s.errf(code, "", "%s types %s and %s cannot be matched", what, exec.PGName(t), exec.PGName(et))
+		}
+	}
+	if t == types.Unknown {
+		if !sawText {
+			return types.Unknown, exprs, nil
+		}
+		t = types.Text
+	}
+	out := make([]exec.Expr, len(exprs))
+	for i, e := range exprs {
+		switch e.Type() {
+		case t:
+			out[i] = e
+		case types.Unknown:
+			out[i] = &exec.Literal{T: t}
+		default:
+			c, err := coerce(&exec.Cast{X: e, To: t})
+			if err != nil {
+				return 0, nil, err
+			}
+			out[i] = c
+		}
+	}
+	return t, out, nil
+}
+
+// inList is x [NOT] IN (a, b, ...): x and the items share one type (a text
+// literal on either side adapts: 'a' IN (col) compares as col's type).
+func (s *scope) inList(x *ast.PatternInExpr) (exec.Expr, error) {
+	if x.Sel != nil {
+		return nil, s.errf(sql.CodeNotSupported, "", "IN (subquery) is not supported")
+	}
+	e, err := s.compile(x.Expr)
+	if err != nil {
+		return nil, err
+	}
+	exprs := []exec.Expr{e}
+	for _, item := range x.List {
+		v, err := s.compile(item)
+		if err != nil {
+			return nil, err
+		}
+		exprs = append(exprs, v)
+	}
+	t, exprs, err := s.commonType("IN", sql.CodeUndefinedFunc, exprs)
+	if err != nil {
+		return nil, err
+	}
+	if t == types.Unknown {
+		return &exec.Literal{T: types.Bool}, nil
+	}
+	return &exec.InList{X: exprs[0], List: exprs[1:], Not: x.Not}, nil
+}
+
+// like is x [NOT] LIKE / ILIKE pattern [ESCAPE c]; both sides text.
+func (s *scope) like(x *ast.PatternLikeOrIlikeExpr) (exec.Expr, error) {
+	e, err := s.compile(x.Expr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.compile(x.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	op := "~~"
+	if !x.IsLike {
+		op = "~~*"
+	}
+	if e.Type() == types.Unknown {
+		e = &exec.Literal{T: types.Text}
+	}
+	if p.Type() == types.Unknown {
+		p = &exec.Literal{T: types.Text}
+	}
+	if e.Type() != types.Text || p.Type() != types.Text {
+		return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %s %s", exec.PGName(e.Type()), op, exec.PGName(p.Type())).(*sql.Error).
+			WithHint("LIKE matches text; cast the value to text, e.g. x::text LIKE '1%%'")
+	}
+	return exec.NewLike(e, p, rune(x.Escape), x.Not, !x.IsLike)
+}
+
+// caseExpr compiles a searched or simple CASE; a simple CASE x WHEN v
+// becomes WHEN x = v.
+func (s *scope) caseExpr(x *ast.CaseExpr) (exec.Expr, error) {
+	var operand exec.Expr
+	if x.Value != nil {
+		var err error
+		if operand, err = s.compile(x.Value); err != nil {
+			return nil, err
+		}
+	}
+	c := &exec.Case{}
+	results := make([]exec.Expr, 0, len(x.WhenClauses)+1)
+	for _, w := range x.WhenClauses {
+		cond, err := s.compile(w.Expr)
+		if err != nil {
+			return nil, err
+		}
+		if operand != nil {
+			cond, err = s.compare("=", operand, cond)
+		} else {
+			cond, err = s.boolArg("argument of CASE/WHEN", cond)
+		}
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.compile(w.Result)
+		if err != nil {
+			return nil, err
+		}
+		c.Whens = append(c.Whens, exec.When{Cond: cond})
+		results = append(results, r)
+	}
+	if x.ElseClause != nil {
+		e, err := s.compile(x.ElseClause)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, e)
+	}
+	t, results, err := s.commonType("CASE", sql.CodeDatatypeMismatch, results)
+	if err != nil {
+		return nil, err
+	}
+	if t == types.Unknown { // every arm NULL: text, as in PostgreSQL
+		t = types.Text
+		for i := range results {
+			results[i] = &exec.Literal{T: t}
+		}
+	}
+	c.T = t
+	for i := range c.Whens {
+		c.Whens[i].Then = results[i]
+	}
+	if x.ElseClause != nil {
+		c.Else = results[len(results)-1]
+	}
+	return c, nil
 }
 
 func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
@@ -438,16 +666,25 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		return nil, s.errf(sql.CodeSyntax, strings.ToLower(name), "%s(...) belongs in GROUP BY; use %s_START(...) or %s_END(...) in the select list", name, name, name)
 	case "NOW", "CURRENT_TIMESTAMP", "RAND", "RANDOM":
 		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not deterministic and is not supported in continuous queries", strings.ToLower(name))
+	case "TRIM":
+		return s.trimCall(x)
 	}
-	arity, ok := exec.ScalarFuncs[name]
+	least, most, ok := exec.Arity(name)
 	if !ok {
 		if agg.IsAggregate(name) {
 			return nil, s.errf(sql.CodeNotSupported, "", "aggregate %s is not supported here", strings.ToLower(name))
 		}
 		return nil, s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O))
 	}
-	if (arity >= 0 && len(x.Args) != arity) || (arity < 0 && len(x.Args) == 0) {
-		return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s takes %d argument(s), got %d", strings.ToLower(name), arity, len(x.Args))
+	if len(x.Args) < least || (most >= 0 && len(x.Args) > most) {
+		want := strconv.Itoa(least)
+		switch {
+		case most < 0:
+			want = "at least " + want
+		case most != least:
+			want += " to " + strconv.Itoa(most)
+		}
+		return nil, s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s takes %s argument(s), got %d", strings.ToLower(name), want, len(x.Args))
 	}
 	args := make([]exec.Expr, len(x.Args))
 	for i, a := range x.Args {
@@ -457,52 +694,118 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		}
 		args[i] = e
 	}
-	switch name {
-	case "COALESCE":
-		t := types.Unknown
-		for _, a := range args {
-			at := a.Type()
-			switch {
-			case t == types.Unknown:
-				t = at
-			case at == types.Unknown, at == t:
-			case t.Numeric() && at.Numeric():
-				t = types.Double
-			default:
-				return nil, s.errf(sql.CodeDatatypeMismatch, "", "COALESCE types %s and %s cannot be matched", lower(t), lower(at))
+	return s.scalarCall(name, args)
+}
+
+// trimCall is TRIM([BOTH | LEADING | TRAILING] [chars] FROM s) and
+// TRIM(s): the TiDB parser gives (s), (s, chars) or (s, chars, direction).
+func (s *scope) trimCall(x *ast.FuncCallExpr) (exec.Expr, error) {
+	name := "BTRIM"
+	n := len(x.Args)
+	if n == 3 {
+		if d, ok := x.Args[2].(*ast.TrimDirectionExpr); ok {
+			switch d.Direction {
+			case ast.TrimLeading:
+				name = "LTRIM"
+			case ast.TrimTrailing:
+				name = "RTRIM"
 			}
 		}
-		for i, a := range args {
-			if a.Type() != t {
-				c, err := coerce(&exec.Cast{X: a, To: t})
-				if err != nil {
-					return nil, err
-				}
-				args[i] = c
+		n = 2
+	}
+	if n < 1 || n > 2 {
+		return nil, s.errf(sql.CodeUndefinedFunc, "trim", "function trim takes 1 or 2 arguments, got %d", n)
+	}
+	args := make([]exec.Expr, n)
+	for i := range args {
+		e, err := s.compile(x.Args[i])
+		if err != nil {
+			return nil, err
+		}
+		args[i] = e
+	}
+	return s.scalarCall(name, args)
+}
+
+// scalarCall types a call of one of exec's scalar functions.
+func (s *scope) scalarCall(name string, args []exec.Expr) (exec.Expr, error) {
+	text, num := types.Text, types.Double
+	var err error
+	switch name {
+	case "COALESCE", "NULLIF":
+		code := sql.CodeDatatypeMismatch
+		if name == "NULLIF" {
+			code = sql.CodeUndefinedFunc
+		}
+		t, args, err := s.commonType(name, code, args)
+		if err != nil {
+			return nil, err
+		}
+		if t == types.Unknown {
+			t = types.Text
+			for i := range args {
+				args[i] = &exec.Literal{T: t}
 			}
 		}
 		return &exec.Call{Name: name, Args: args, T: t}, nil
 	case "CONCAT":
 		return &exec.Call{Name: name, Args: args, T: types.Text}, nil
-	case "LOWER", "UPPER", "LENGTH", "CHAR_LENGTH":
-		if args[0].Type() != types.Text && args[0].Type() != types.Unknown {
-			return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s(%s) does not exist", strings.ToLower(name), lower(args[0].Type()))
+	case "LOWER", "UPPER", "BTRIM", "LTRIM", "RTRIM", "REPLACE":
+		args, err = s.argsAs(name, args, text, text, text)
+		return &exec.Call{Name: name, Args: args, T: types.Text}, err
+	case "LENGTH", "CHAR_LENGTH", "CHARACTER_LENGTH", "OCTET_LENGTH", "STRPOS", "POSITION":
+		args, err = s.argsAs(name, args, text, text)
+		return &exec.Call{Name: name, Args: args, T: types.Int}, err
+	case "SUBSTRING", "SUBSTR":
+		args, err = s.argsAs(name, args, text, types.Int, types.Int)
+		return &exec.Call{Name: name, Args: args, T: types.Text}, err
+	case "ABS", "FLOOR", "CEIL", "CEILING", "ROUND":
+		t := args[0].Type()
+		switch {
+		case t.Numeric():
+		case t == types.Unknown, isTextLiteral(args[0]):
+			t = num
+		default:
+			return nil, s.noFunc(name, args)
 		}
-		if args[0].Type() == types.Unknown {
-			args[0] = &exec.Literal{T: types.Text}
-		}
-		t := types.Text
-		if name == "LENGTH" || name == "CHAR_LENGTH" {
-			t = types.Int
-		}
-		return &exec.Call{Name: name, Args: args, T: t}, nil
-	case "ABS":
-		if !args[0].Type().Numeric() {
-			return nil, s.errf(sql.CodeUndefinedFunc, "", "function abs(%s) does not exist", lower(args[0].Type()))
-		}
-		return &exec.Call{Name: name, Args: args, T: args[0].Type()}, nil
+		args, err = s.argsAs(name, args, t, types.Int)
+		return &exec.Call{Name: name, Args: args, T: t}, err
 	}
 	return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s does not exist", strings.ToLower(name))
+}
+
+// argsAs casts args to the types want (a NULL or a text literal adapts,
+// BIGINT widens to DOUBLE); anything else is 42883, as in PostgreSQL.
+func (s *scope) argsAs(name string, args []exec.Expr, want ...types.Type) ([]exec.Expr, error) {
+	out := make([]exec.Expr, len(args))
+	for i, a := range args {
+		t := want[min(i, len(want)-1)]
+		switch {
+		case a.Type() == t:
+			out[i] = a
+		case a.Type() == types.Unknown:
+			out[i] = &exec.Literal{T: t}
+		case isTextLiteral(a), a.Type() == types.Int && t == types.Double:
+			c, err := coerce(&exec.Cast{X: a, To: t})
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		default:
+			return nil, s.noFunc(name, args)
+		}
+	}
+	return out, nil
+}
+
+func (s *scope) noFunc(name string, args []exec.Expr) error {
+	ts := make([]string, len(args))
+	for i, a := range args {
+		ts[i] = exec.PGName(a.Type())
+	}
+	fn := strings.ToLower(name)
+	return s.errf(sql.CodeUndefinedFunc, fn, "function %s(%s) does not exist", fn, strings.Join(ts, ", ")).(*sql.Error).
+		WithHint("no function matches the argument types; add explicit casts, e.g. x::text")
 }
 
 func intArg(x *ast.FuncCallExpr, i int) (int64, error) {

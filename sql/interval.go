@@ -1,6 +1,9 @@
 package sql
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -15,160 +18,184 @@ const IntervalFunc = "__ivl"
 // read them as 1 and 0.
 const BoolFunc = "__bool"
 
-// castTypes maps our type names to what MySQL's CAST accepts.
-var castTypes = map[string]string{
-	"TEXT": "CHAR", "VARCHAR": "CHAR", "STRING": "CHAR",
-	"BIGINT": "SIGNED", "INT": "SIGNED", "INTEGER": "SIGNED", "INT8": "SIGNED",
-	"DOUBLE": "DOUBLE", "REAL": "DOUBLE", "FLOAT": "DOUBLE", "FLOAT8": "DOUBLE",
-	"TIMESTAMP": "DATETIME",
-}
-
 // SessionFunc replaces SESSION(...), a keyword in the TiDB grammar.
 const SessionFunc = "__session"
 
-var unitMillis = map[string]int64{
-	"MILLISECOND": 1, "MILLISECONDS": 1, "MS": 1,
+// unitMillis is the length of each interval unit in milliseconds. Months and
+// years have no fixed length in milliseconds, and an INTERVAL here is a
+// plain number of milliseconds, so they are refused (see unitScale).
+var unitMillis = map[string]float64{
+	"MICROSECOND": 0.001, "MICROSECONDS": 0.001, "US": 0.001, "USEC": 0.001, "USECS": 0.001,
+	"MILLISECOND": 1, "MILLISECONDS": 1, "MS": 1, "MSEC": 1, "MSECS": 1,
 	"SECOND": 1000, "SECONDS": 1000, "S": 1000, "SEC": 1000, "SECS": 1000,
 	"MINUTE": 60_000, "MINUTES": 60_000, "MIN": 60_000, "MINS": 60_000, "M": 60_000,
-	"HOUR": 3_600_000, "HOURS": 3_600_000, "H": 3_600_000,
+	"HOUR": 3_600_000, "HOURS": 3_600_000, "H": 3_600_000, "HR": 3_600_000, "HRS": 3_600_000,
 	"DAY": 86_400_000, "DAYS": 86_400_000, "D": 86_400_000,
+	"WEEK": 604_800_000, "WEEKS": 604_800_000, "W": 604_800_000,
+}
+
+// unitScale returns the milliseconds in one unit, or an error naming the
+// supported units.
+func unitScale(unit string) (float64, error) {
+	u := strings.ToUpper(unit)
+	if mul, ok := unitMillis[u]; ok {
+		return mul, nil
+	}
+	switch u {
+	case "MONTH", "MONTHS", "MON", "MONS", "YEAR", "YEARS", "Y", "YR", "YRS", "DECADE", "DECADES", "CENTURY", "CENTURIES":
+		return 0, fmt.Errorf("interval unit %q has no fixed length: use DAY or WEEK", unit)
+	}
+	return 0, fmt.Errorf("unknown interval unit %q: use MILLISECOND, SECOND, MINUTE, HOUR, DAY or WEEK", unit)
 }
 
 // parseInterval reads an INTERVAL literal starting at toks[i] (the INTERVAL
-// keyword) in any of the forms INTERVAL '1' MINUTE, INTERVAL '1 minute' and
-// INTERVAL 1 MINUTE. It returns the length in milliseconds and the index of
-// the first token after the literal.
+// keyword) in any of the forms INTERVAL '1' MINUTE, INTERVAL '1 minute',
+// INTERVAL 1 MINUTE and PostgreSQL's interval text (INTERVAL '1 day 02:00:00').
+// It returns the length in milliseconds and the index of the first token
+// after the literal.
 func parseInterval(src string, toks []Token, i int) (int64, int, error) {
 	kw := toks[i]
 	if i+1 >= len(toks) {
 		return 0, i, syntaxAt(src, kw.End, "INTERVAL needs a value, e.g. INTERVAL '1' MINUTE")
 	}
 	v := toks[i+1]
-	var qty, unit string
 	next := i + 2
+	var qty string
 	switch v.Kind {
 	case TokString:
-		fields := strings.Fields(v.Text)
-		switch len(fields) {
-		case 1:
-			qty = fields[0]
-		case 2:
-			qty, unit = fields[0], fields[1]
-		default:
-			return 0, i, syntaxAt(src, v.Start, "cannot read interval %q: write INTERVAL '1' MINUTE or INTERVAL '1 minute'", v.Text)
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); err != nil {
+			// The whole interval is in the string: '1 minute', '1 day 02:00'.
+			ms, err := ParseIntervalText(v.Text)
+			if err != nil {
+				return 0, i, syntaxAt(src, v.Start, "cannot read interval %q: %v; write INTERVAL '1' MINUTE or INTERVAL '1 minute'", v.Text, err)
+			}
+			return ms, next, nil
 		}
+		qty = strings.TrimSpace(v.Text)
 	case TokNumber:
 		qty = v.Text
 	default:
 		return 0, i, syntaxAt(src, v.Start, "INTERVAL needs a value, e.g. INTERVAL '1' MINUTE")
 	}
-	if unit == "" {
-		if next >= len(toks) || toks[next].Kind != TokIdent {
-			return 0, i, syntaxAt(src, v.End, "INTERVAL needs a unit (MILLISECOND, SECOND, MINUTE, HOUR or DAY)")
-		}
-		unit = toks[next].Text
-		next++
+	if next >= len(toks) || toks[next].Kind != TokIdent {
+		return 0, i, syntaxAt(src, v.End, "INTERVAL needs a unit (MILLISECOND, SECOND, MINUTE, HOUR or DAY)")
 	}
-	mul, ok := unitMillis[strings.ToUpper(unit)]
-	if !ok {
-		return 0, i, syntaxAt(src, v.Start, "unknown interval unit %q: use MILLISECOND, SECOND, MINUTE, HOUR or DAY", unit)
+	unit := toks[next]
+	next++
+	mul, err := unitScale(unit.Text)
+	if err != nil {
+		return 0, i, syntaxAt(src, v.Start, "%v", err)
 	}
 	f, err := strconv.ParseFloat(qty, 64)
 	if err != nil {
 		return 0, i, syntaxAt(src, v.Start, "cannot read interval quantity %q", qty)
 	}
-	return int64(f * float64(mul)), next, nil
-}
-
-// rewrite is a SELECT/INSERT body rewritten for the TiDB parser, with a map
-// from byte offsets in the rewritten text back to the original, so syntax
-// errors point at what the user typed.
-type rewrite struct {
-	text  string
-	orig  string
-	base  int // byte offset of the body inside the whole statement
-	edits []edit
-}
-
-type edit struct{ newStart, newEnd, origStart, origEnd int }
-
-// origOffset maps an offset in r.text to an offset in the whole statement.
-func (r *rewrite) origOffset(off int) int {
-	delta := 0
-	for _, e := range r.edits {
-		if off < e.newStart {
-			break
-		}
-		if off < e.newEnd {
-			return r.base + e.origStart
-		}
-		delta = e.origEnd - e.newEnd
+	ms, err := toMillis(f * mul)
+	if err != nil {
+		return 0, i, Errorf("22015", "%v", err).WithPos(charPos(src, v.Start))
 	}
-	return r.base + off + delta
+	return ms, next, nil
 }
 
-// rewriteBody rewrites src[start:] (tokens toks, already lexed from src) for
-// the TiDB parser: INTERVAL literals and SESSION(.
-func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
-	r := &rewrite{orig: src, base: start}
-	var b strings.Builder
-	copied := start // next original byte not yet copied
-	emit := func(origStart, origEnd int, repl string) {
-		b.WriteString(src[copied:origStart])
-		ns := b.Len()
-		b.WriteString(repl)
-		r.edits = append(r.edits, edit{newStart: ns, newEnd: b.Len(), origStart: origStart - start, origEnd: origEnd - start})
-		copied = origEnd
+var errIntervalRange = errors.New("interval out of range")
+
+func toMillis(f float64) (int64, error) {
+	f = math.Round(f)
+	if math.IsNaN(f) || f >= 9.223372036854775807e18 || f < -9.223372036854775808e18 {
+		return 0, errIntervalRange
 	}
-	var castDepth []int // paren depths at which a CAST( is open
-	depth := 0
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		if t.Start < start {
+	return int64(f), nil
+}
+
+// ParseIntervalText reads PostgreSQL interval text into milliseconds:
+// quantity-unit pairs ('1 minute', '1.5 hours', '2d 3h'), a time of day part
+// ('01:30:00', '-00:00:05.25'), both ('1 day 02:00:00'), an optional leading
+// '@' and trailing 'ago'. A bare number is seconds, as in PostgreSQL.
+// Months and years are refused: they have no fixed length.
+func ParseIntervalText(s string) (int64, error) {
+	fields := strings.Fields(s)
+	if len(fields) > 0 && fields[0] == "@" {
+		fields = fields[1:]
+	}
+	neg := false
+	if n := len(fields); n > 0 && strings.EqualFold(fields[n-1], "ago") {
+		neg = true
+		fields = fields[:n-1]
+	}
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("empty interval")
+	}
+	total := 0.0
+	for k := 0; k < len(fields); k++ {
+		f := fields[k]
+		if strings.Contains(f, ":") {
+			ms, err := parseClock(f)
+			if err != nil {
+				return 0, err
+			}
+			total += ms
 			continue
 		}
-		switch {
-		case t.Is("("):
-			depth++
-			if i > 0 && toks[i-1].Is("CAST") {
-				castDepth = append(castDepth, depth)
-			}
-		case t.Is(")"):
-			if n := len(castDepth); n > 0 && castDepth[n-1] == depth {
-				castDepth = castDepth[:n-1]
-			}
-			depth--
-		case t.Is("AS") && len(castDepth) > 0 && castDepth[len(castDepth)-1] == depth && i+1 < len(toks):
-			// CAST(x AS TEXT) in the MySQL dialect the TiDB parser reads.
-			tt := toks[i+1]
-			if repl, ok := castTypes[strings.ToUpper(tt.Text)]; ok && tt.Kind == TokIdent {
-				end := tt.End
-				if strings.EqualFold(tt.Text, "DOUBLE") && i+2 < len(toks) && toks[i+2].Is("PRECISION") {
-					end = toks[i+2].End
-					i++
-				}
-				emit(tt.Start, end, repl)
-				i++
-			}
-		case t.Is("INTERVAL"):
-			ms, next, err := parseInterval(src, toks, i)
-			if err != nil {
-				return nil, err
-			}
-			emit(t.Start, toks[next-1].End, IntervalFunc+"("+strconv.FormatInt(ms, 10)+")")
-			i = next - 1
-		case t.Is("SESSION") && i+1 < len(toks) && toks[i+1].Is("("):
-			emit(t.Start, t.End, SessionFunc)
-		case (t.Is("TRUE") || t.Is("FALSE")) && !(i > 0 && (toks[i-1].Is("IS") || toks[i-1].Is("NOT"))):
-			// The TiDB parser reads TRUE as the integer 1; keep it boolean.
-			v := "1"
-			if t.Is("FALSE") {
-				v = "0"
-			}
-			emit(t.Start, t.End, BoolFunc+"("+v+")")
+		// A number, with its unit glued on ("10min") or in the next field.
+		j := 0
+		for j < len(f) && (f[j] >= '0' && f[j] <= '9' || f[j] == '.' || f[j] == '-' || f[j] == '+') {
+			j++
 		}
+		num, unit := f[:j], f[j:]
+		if num == "" {
+			return 0, fmt.Errorf("expected a number, got %q", f)
+		}
+		q, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cannot read %q as a number", num)
+		}
+		if unit == "" && k+1 < len(fields) && !strings.ContainsAny(fields[k+1], ":0123456789") {
+			k++
+			unit = fields[k]
+		}
+		mul := 1000.0 // a bare number is seconds
+		if unit != "" {
+			if mul, err = unitScale(unit); err != nil {
+				return 0, err
+			}
+		}
+		total += q * mul
 	}
-	b.WriteString(src[copied:])
-	r.text = b.String()
-	return r, nil
+	if neg {
+		total = -total
+	}
+	return toMillis(total)
+}
+
+// parseClock reads [+-]HH:MM[:SS[.fff]] into milliseconds.
+func parseClock(f string) (float64, error) {
+	sign := 1.0
+	switch {
+	case strings.HasPrefix(f, "-"):
+		sign, f = -1, f[1:]
+	case strings.HasPrefix(f, "+"):
+		f = f[1:]
+	}
+	parts := strings.Split(f, ":")
+	if len(parts) > 3 {
+		return 0, fmt.Errorf("cannot read time %q", f)
+	}
+	total := 0.0
+	scale := []float64{3_600_000, 60_000, 1000}
+	for k, p := range parts {
+		if p == "" {
+			return 0, fmt.Errorf("cannot read time %q", f)
+		}
+		for _, c := range p {
+			if (c < '0' || c > '9') && (c != '.' || k != len(parts)-1) {
+				return 0, fmt.Errorf("cannot read time %q", f)
+			}
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cannot read time %q", f)
+		}
+		total += v * scale[k]
+	}
+	return sign * total, nil
 }

@@ -11,10 +11,12 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-// sqlMode makes "col" an identifier and || string concatenation, as in
-// PostgreSQL. ANSI_QUOTES must be named: the ANSI shorthand is not expanded.
+// sqlMode makes "col" an identifier and a backslash in a string literal an
+// ordinary character, as in PostgreSQL (standard_conforming_strings; our own
+// lexer reads strings the same way). ANSI_QUOTES must be named: the ANSI
+// shorthand is not expanded. || never reaches the parser (rewriteBody).
 var sqlMode = func() mysql.SQLMode {
-	m, err := mysql.GetSQLMode("ANSI_QUOTES,PIPES_AS_CONCAT")
+	m, err := mysql.GetSQLMode("ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES")
 	if err != nil {
 		panic(err) // a constant string: cannot fail at run time
 	}

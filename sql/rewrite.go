@@ -1,0 +1,326 @@
+package sql
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// castTypes maps the type names CAST(x AS t) and x::t accept to what the
+// TiDB parser's (MySQL) CAST accepts. BOOLEAN and INTERVAL have no MySQL
+// cast target: they travel as JSON and TIME, names that are otherwise
+// refused here, so the planner reads them back unambiguously. Length and
+// precision modifiers (VARCHAR(20), NUMERIC(10,2)) are accepted and ignored.
+var castTypes = map[string]string{
+	"TEXT": "CHAR", "VARCHAR": "CHAR", "STRING": "CHAR", "CHAR": "CHAR", "CHARACTER": "CHAR", "CHARACTER VARYING": "CHAR",
+	"BIGINT": "SIGNED", "INT": "SIGNED", "INTEGER": "SIGNED", "INT8": "SIGNED", "INT4": "SIGNED", "INT2": "SIGNED",
+	"SMALLINT": "SIGNED", "LONG": "SIGNED",
+	"DOUBLE": "DOUBLE", "DOUBLE PRECISION": "DOUBLE", "REAL": "DOUBLE", "FLOAT": "DOUBLE", "FLOAT8": "DOUBLE",
+	"FLOAT4": "DOUBLE", "NUMERIC": "DOUBLE", "DECIMAL": "DOUBLE",
+	"BOOLEAN": "JSON", "BOOL": "JSON",
+	"TIMESTAMP": "DATETIME", "DATETIME": "DATETIME",
+	"INTERVAL": "TIME",
+}
+
+// CastBoolType and CastIntervalType are the MySQL cast targets BOOLEAN and
+// INTERVAL are carried as (see castTypes).
+const (
+	CastBoolType     = "JSON"
+	CastIntervalType = "TIME"
+)
+
+// pgTypes are PostgreSQL type names that exist but are not supported here:
+// refused with 0A000 rather than "does not exist".
+var pgTypes = map[string]bool{
+	"DATE": true, "TIME": true, "TIMESTAMPTZ": true, "TIMETZ": true, "JSON": true, "JSONB": true, "BYTEA": true,
+	"UUID": true, "MONEY": true, "INET": true, "CIDR": true, "XML": true, "BIT": true, "VARBIT": true, "OID": true,
+	"TIMESTAMP WITH TIME ZONE": true, "SERIAL": true, "BIGSERIAL": true, "NAME": true, "REGCLASS": true,
+}
+
+// notFuncName lists keywords that may stand before "(" without naming a
+// function, so that "WHERE (a + b)::text" casts only the parenthesis; they
+// are neither operands nor type names of ::.
+var notFuncName = map[string]bool{
+	"AND": true, "OR": true, "NOT": true, "IN": true, "WHERE": true, "SELECT": true, "ON": true, "BY": true,
+	"HAVING": true, "WHEN": true, "THEN": true, "ELSE": true, "CASE": true, "AS": true, "IS": true,
+	"BETWEEN": true, "LIKE": true, "ILIKE": true, "FROM": true, "VALUES": true, "EXISTS": true, "DISTINCT": true,
+	"ALL": true, "ANY": true, "SOME": true, "LIMIT": true, "OFFSET": true, "ESCAPE": true, "WITH": true,
+	"SET": true, "INTO": true, "USING": true, "JOIN": true, "UNION": true, "FOR": true, "RETURN": true,
+	"LEADING": true, "TRAILING": true, "BOTH": true, "OVER": true, "FILTER": true, "XOR": true, "DIV": true,
+	"MOD": true, "ASC": true, "DESC": true, "END": true,
+}
+
+// rewrite is a SELECT/INSERT body rewritten for the TiDB parser, with a map
+// from byte offsets in the rewritten text back to the original, so syntax
+// errors point at what the user typed.
+type rewrite struct {
+	text  string
+	orig  string
+	base  int // byte offset of the body inside the whole statement
+	edits []edit
+}
+
+type edit struct{ newStart, newEnd, origStart, origEnd int }
+
+// origOffset maps an offset in r.text to an offset in the whole statement.
+func (r *rewrite) origOffset(off int) int {
+	delta := 0
+	for _, e := range r.edits {
+		if off < e.newStart {
+			break
+		}
+		if off < e.newEnd {
+			return r.base + e.origStart
+		}
+		delta = e.origEnd - e.newEnd
+	}
+	return r.base + off + delta
+}
+
+// change replaces src[start:end] (byte offsets in the whole statement) with
+// repl; start == end is an insertion.
+type change struct {
+	start, end int
+	repl       string
+	seq        int
+}
+
+// rewriteBody rewrites src[start:] (tokens toks, already lexed from src) for
+// the TiDB parser:
+//
+//	INTERVAL '1' MINUTE         → __ivl(60000)
+//	TRUE, FALSE                 → __bool(1), __bool(0)
+//	SESSION(                    → __session(
+//	CAST(x AS BOOLEAN)          → CAST(x AS JSON)   (see castTypes)
+//	x::bigint, (a + b)::text    → CAST(x AS SIGNED), CAST((a + b) AS CHAR)
+//	a || b                      → a | b
+//
+// || becomes |, MySQL's bitwise OR, because that operator sits where
+// PostgreSQL puts || (below + and -, above comparisons), while MySQL's own
+// PIPES_AS_CONCAT binds tighter than * and cannot be told apart from a
+// CONCAT() call, whose NULL handling differs. A | the user wrote is refused.
+func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
+	first := sort.Search(len(toks), func(k int) bool { return toks[k].Start >= start })
+	var changes []change
+	emit := func(s, e int, repl string) {
+		changes = append(changes, change{start: s, end: e, repl: repl, seq: len(changes)})
+	}
+	// atoms maps the index of the last token of a rewritten operand (an
+	// INTERVAL literal, a :: cast) to the index of its first token, so that a
+	// following :: applies to all of it.
+	atoms := map[int]int{}
+	var castDepth []int // paren depths at which a CAST( is open
+	depth := 0
+	for i := first; i < len(toks); i++ {
+		t := toks[i]
+		switch {
+		case t.Is("("):
+			depth++
+			if i > first && toks[i-1].Is("CAST") {
+				castDepth = append(castDepth, depth)
+			}
+		case t.Is(")"):
+			if n := len(castDepth); n > 0 && castDepth[n-1] == depth {
+				castDepth = castDepth[:n-1]
+			}
+			depth--
+		case t.Is("AS") && len(castDepth) > 0 && castDepth[len(castDepth)-1] == depth:
+			repl, end, err := castType(src, toks, i+1)
+			if err != nil {
+				return nil, err
+			}
+			emit(toks[i+1].Start, toks[end].End, repl)
+			i = end
+		case t.Is("::"):
+			ps, err := primaryStart(src, toks, i, first, atoms)
+			if err != nil {
+				return nil, err
+			}
+			repl, end, err := castType(src, toks, i+1)
+			if err != nil {
+				return nil, err
+			}
+			emit(toks[ps].Start, toks[ps].Start, "CAST(")
+			emit(t.Start, toks[end].End, " AS "+repl+")")
+			atoms[end] = ps
+			i = end
+		case t.Is("||"):
+			emit(t.Start, t.End, "|")
+		case t.Is("|"):
+			return nil, Errorf(CodeUndefinedFunc, "operator does not exist: |").
+				WithHint("bitwise operators are not supported; || concatenates text").WithPos(charPos(src, t.Start))
+		case t.Is("INTERVAL"):
+			ms, next, err := parseInterval(src, toks, i)
+			if err != nil {
+				return nil, err
+			}
+			emit(t.Start, toks[next-1].End, IntervalFunc+"("+strconv.FormatInt(ms, 10)+")")
+			atoms[next-1] = i
+			i = next - 1
+		case t.Is("SESSION") && i+1 < len(toks) && toks[i+1].Is("("):
+			emit(t.Start, t.End, SessionFunc)
+		case (t.Is("TRUE") || t.Is("FALSE")) && !(i > first && (toks[i-1].Is("IS") || toks[i-1].Is("NOT"))):
+			// The TiDB parser reads TRUE as the integer 1; keep it boolean.
+			v := "1"
+			if t.Is("FALSE") {
+				v = "0"
+			}
+			emit(t.Start, t.End, BoolFunc+"("+v+")")
+		}
+	}
+	// Insertions sort before a replacement at the same offset: CAST( goes in
+	// front of a rewritten TRUE or INTERVAL, not after it.
+	sort.SliceStable(changes, func(a, b int) bool {
+		ca, cb := changes[a], changes[b]
+		if ca.start != cb.start {
+			return ca.start < cb.start
+		}
+		return (ca.start == ca.end) && (cb.start != cb.end)
+	})
+	r := &rewrite{orig: src, base: start}
+	var b strings.Builder
+	copied := start // next original byte not yet copied
+	for _, c := range changes {
+		if c.start < copied {
+			return nil, syntaxAt(src, c.start, "cannot read this expression")
+		}
+		b.WriteString(src[copied:c.start])
+		ns := b.Len()
+		b.WriteString(c.repl)
+		r.edits = append(r.edits, edit{newStart: ns, newEnd: b.Len(), origStart: c.start - start, origEnd: c.end - start})
+		copied = c.end
+	}
+	b.WriteString(src[copied:])
+	r.text = b.String()
+	return r, nil
+}
+
+// primaryStart finds the first token of the operand of the :: at toks[i]:
+// a name (possibly qualified), a literal, a parenthesis, a function call, a
+// CASE ... END, or an operand already rewritten (atoms).
+func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (int, error) {
+	j := i - 1
+	if j < first {
+		return 0, syntaxAt(src, toks[i].Start, "nothing to cast before ::")
+	}
+	if s, ok := atoms[j]; ok {
+		return s, nil
+	}
+	t := toks[j]
+	switch {
+	case t.Is(")"):
+		d := 0
+		k := j
+		for ; k >= first; k-- {
+			if toks[k].Is(")") {
+				d++
+			} else if toks[k].Is("(") {
+				d--
+				if d == 0 {
+					break
+				}
+			}
+		}
+		if k < first {
+			return 0, syntaxAt(src, t.Start, "unbalanced parenthesis before ::")
+		}
+		if k-1 >= first && toks[k-1].Kind == TokIdent && !notFuncName[strings.ToUpper(toks[k-1].Text)] {
+			return k - 1, nil // a function call
+		}
+		return k, nil
+	case t.Is("END"):
+		d := 0
+		for k := j; k >= first; k-- {
+			switch {
+			case toks[k].Is("END"):
+				d++
+			case toks[k].Is("CASE"):
+				d--
+				if d == 0 {
+					return k, nil
+				}
+			}
+		}
+		return 0, syntaxAt(src, t.Start, "END without CASE before ::")
+	case t.Kind == TokString:
+		if j-1 >= first && (toks[j-1].Is("TIMESTAMP") || toks[j-1].Is("DATE")) {
+			return j - 1, nil // a typed literal
+		}
+		return j, nil
+	case t.Kind == TokNumber, t.Kind == TokParam:
+		return j, nil
+	case t.Kind == TokQIdent, t.Kind == TokIdent && !notFuncName[strings.ToUpper(t.Text)]:
+		k := j
+		for k-2 >= first && toks[k-1].Is(".") && (toks[k-2].Kind == TokIdent || toks[k-2].Kind == TokQIdent) {
+			k -= 2
+		}
+		return k, nil
+	}
+	return 0, syntaxAt(src, toks[i].Start, "cannot apply :: to %q", t.Text)
+}
+
+// castType reads the type name starting at toks[k] and returns its MySQL
+// cast target and the index of its last token (modifiers included).
+func castType(src string, toks []Token, k int) (string, int, error) {
+	if k >= len(toks) || (toks[k].Kind != TokIdent && toks[k].Kind != TokQIdent) ||
+		(toks[k].Kind == TokIdent && notFuncName[strings.ToUpper(toks[k].Text)]) {
+		off := len(src)
+		if k < len(toks) {
+			off = toks[k].Start
+		}
+		return "", k, syntaxAt(src, off, "expected a type name (TEXT, BIGINT, DOUBLE, BOOLEAN, TIMESTAMP or INTERVAL)")
+	}
+	if toks[k].Is("pg_catalog") && k+2 < len(toks) && toks[k+1].Is(".") { // pg_catalog.int8
+		k += 2
+	}
+	t := toks[k]
+	name := strings.ToUpper(t.Text)
+	end := k
+	words := func(ws ...string) bool {
+		for n, w := range ws {
+			if end+1+n >= len(toks) || !toks[end+1+n].Is(w) {
+				return false
+			}
+		}
+		end += len(ws)
+		return true
+	}
+	switch name {
+	case "DOUBLE":
+		if words("PRECISION") {
+			name = "DOUBLE PRECISION"
+		}
+	case "CHARACTER":
+		if words("VARYING") {
+			name = "CHARACTER VARYING"
+		}
+	}
+	// Modifiers: VARCHAR(20), NUMERIC(10, 2), TIMESTAMP(3).
+	if end+1 < len(toks) && toks[end+1].Is("(") {
+		m := end + 2
+		for m < len(toks) && (toks[m].Kind == TokNumber || toks[m].Is(",")) {
+			m++
+		}
+		if m >= len(toks) || !toks[m].Is(")") {
+			return "", k, syntaxAt(src, toks[end+1].Start, "type modifiers must be numbers, as in VARCHAR(20)")
+		}
+		end = m
+	}
+	if name == "TIMESTAMP" {
+		switch {
+		case words("WITHOUT", "TIME", "ZONE"):
+		case words("WITH", "TIME", "ZONE"):
+			name = "TIMESTAMP WITH TIME ZONE"
+		}
+	}
+	repl, ok := castTypes[name]
+	if !ok {
+		if pgTypes[name] {
+			return "", k, Errorf(CodeNotSupported, "type %s is not supported", strings.ToLower(name)).
+				WithHint("cast to TEXT, BIGINT, DOUBLE, BOOLEAN, TIMESTAMP or INTERVAL").WithPos(charPos(src, t.Start))
+		}
+		return "", k, Errorf("42704", "type %q does not exist", t.Text).
+			WithHint("cast to TEXT, BIGINT, DOUBLE, BOOLEAN, TIMESTAMP or INTERVAL").WithPos(charPos(src, t.Start))
+	}
+	return repl, end, nil
+}
