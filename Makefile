@@ -52,6 +52,14 @@ slt-rs:
 		cargo install sqllogictest-bin --version $(SLT_RS_VERSION) --locked --root $(SLT_RS_ROOT); \
 	fi
 
+# Each fuzz target for a short run (CI); longer: make fuzz FUZZTIME=10m.
+FUZZTIME ?= 15s
+.PHONY: fuzz
+fuzz:
+	$(GO) test ./exec -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./exec -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./exec -run '^$$' -fuzz '^FuzzGenExpr$$' -fuzztime $(FUZZTIME)
+
 # Benchmarks; each prints its figures and a baseline measured in the same
 # run: the hash aggregation against a Go map loop, JSON decoding against
 # encoding/json, and end to end (broker in a child process) TUMBLE and HOP

@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +28,9 @@ type scope struct {
 	agg    *aggScope // nil: no aggregation in this query
 	inAgg  bool      // compiling an aggregate's argument (input scope)
 	noAggs string    // non-empty: aggregates are not allowed here (e.g. "WHERE")
+	// eventTime is the input column of event time (the source's WATERMARK
+	// column), -1 without one.
+	eventTime int
 }
 
 // aggScope collects aggregates and maps post-aggregation names.
@@ -36,6 +41,7 @@ type aggScope struct {
 	window   *WindowSpec
 	calls    []AggCall
 	callText []string
+	needsSeq bool // an aggregate reads SeqColumn
 }
 
 // restore prints an AST node back as SQL (lower-cased names), used to match
@@ -669,11 +675,11 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 	case "TRIM":
 		return s.trimCall(x)
 	}
+	if an := strings.TrimPrefix(name, "__"); agg.IsAggregate(an) {
+		return s.aggCall(x, an, x.FnName.O, x.Args, false, false)
+	}
 	least, most, ok := exec.Arity(name)
 	if !ok {
-		if agg.IsAggregate(name) {
-			return nil, s.errf(sql.CodeNotSupported, "", "aggregate %s is not supported here", strings.ToLower(name))
-		}
 		return nil, s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O))
 	}
 	if len(x.Args) < least || (most >= 0 && len(x.Args) > most) {
@@ -854,32 +860,52 @@ func innerCall(n ast.ExprNode) *ast.FuncCallExpr {
 	return &ast.FuncCallExpr{}
 }
 
-// aggregate registers an aggregate call and returns a reference to its
-// result column after aggregation.
+// aggregate registers an aggregate call (COUNT, SUM, ... which the TiDB
+// parser knows as aggregates) and returns a reference to its result column
+// after aggregation.
 func (s *scope) aggregate(x *ast.AggregateFuncExpr) (exec.Expr, error) {
 	name := strings.ToUpper(x.F)
-	if s.noAggs != "" {
-		return nil, s.errf(sql.CodeGrouping, strings.ToLower(x.F), "aggregate functions are not allowed in %s", s.noAggs)
-	}
-	if s.agg == nil || s.inAgg {
-		return nil, s.errf(sql.CodeGrouping, strings.ToLower(x.F), "aggregate %s cannot be nested or used here", name)
-	}
-	txt := restore(x)
-	for i, t := range s.agg.callText {
-		if t == txt {
-			return s.aggRef(i), nil
-		}
-	}
 	star := false
 	if name == "COUNT" && len(x.Args) == 1 {
 		if v, ok := x.Args[0].(*driver.ValueExpr); ok && v.GetValue() != nil {
 			star = true
 		}
 	}
-	inner := &scope{src: s.src, input: s.input, inAgg: true}
-	call := AggCall{Spec: agg.Spec{Name: name, Distinct: x.Distinct, Star: star}, Text: txt}
+	return s.aggCall(x, name, x.F, x.Args, x.Distinct, star)
+}
+
+// aggCall registers one aggregate call; node is the call as parsed (for its
+// text), args what the user wrote inside the parentheses.
+func (s *scope) aggCall(node ast.ExprNode, name, written string, args []ast.ExprNode, distinct, star bool) (exec.Expr, error) {
+	written = strings.ToLower(strings.TrimPrefix(written, "__"))
+	if s.noAggs != "" {
+		return nil, s.errf(sql.CodeGrouping, written, "aggregate functions are not allowed in %s", s.noAggs)
+	}
+	if s.agg == nil || s.inAgg {
+		return nil, s.errf(sql.CodeGrouping, written, "aggregate %s cannot be nested or used here", strings.ToUpper(written))
+	}
+	txt := restore(node)
+	for i, t := range s.agg.callText {
+		if t == txt {
+			return s.aggRef(i), nil
+		}
+	}
+	info, ok := agg.Lookup(name)
+	if !ok {
+		return nil, s.errf(sql.CodeUndefinedFunc, written, "function %s does not exist", written)
+	}
+	inner := &scope{src: s.src, input: s.input, inAgg: true, eventTime: s.eventTime}
+	call := AggCall{Spec: agg.Spec{Name: info.Name, Distinct: distinct, Star: star}, Text: txt}
 	if !star {
-		for _, a := range x.Args {
+		for i, a := range args {
+			if slices.Contains(info.Consts, i) {
+				v, err := Constant(a, types.Double, s.src)
+				if err != nil {
+					return nil, s.errf(sql.CodeInvalidParameter, written, "argument %d of %s must be a constant: %v", i+1, written, err)
+				}
+				call.Spec.Params = append(call.Spec.Params, v)
+				continue
+			}
 			e, err := inner.compile(a)
 			if err != nil {
 				return nil, err
@@ -888,19 +914,42 @@ func (s *scope) aggregate(x *ast.AggregateFuncExpr) (exec.Expr, error) {
 			call.Spec.ArgTypes = append(call.Spec.ArgTypes, e.Type())
 		}
 	}
+	if info.NeedsOrder {
+		// "First" and "last" are by event time, ties by input position.
+		tIdx := s.eventTime
+		if s.agg.window != nil {
+			tIdx = s.agg.window.TimeIdx
+		}
+		if tIdx < 0 {
+			return nil, s.errf(sql.CodeNotSupported, written, "%s needs event time: declare WATERMARK FOR <column> on the source, or group by a window", strings.ToUpper(written))
+		}
+		seq := &exec.ColRef{Idx: len(s.input), Name: SeqColumn, T: types.Int}
+		call.Args = append(call.Args, &exec.ColRef{Idx: tIdx, Name: s.input[tIdx].Name, T: s.input[tIdx].Type}, seq)
+		call.Spec.ArgTypes = append(call.Spec.ArgTypes, s.input[tIdx].Type, types.Int)
+		s.agg.needsSeq = true
+	}
 	f, err := agg.New(call.Spec)
 	if err != nil {
 		code := sql.CodeUndefinedFunc
-		if x.Distinct {
+		switch {
+		case errors.Is(err, agg.ErrParam):
+			code = sql.CodeInvalidParameter
+		case errors.Is(err, agg.ErrNotSupported):
 			code = sql.CodeNotSupported
 		}
-		return nil, s.errf(code, strings.ToLower(x.F), "%v", err)
+		return nil, s.errf(code, written, "%v", err)
 	}
 	call.Type = f.ResultType()
 	s.agg.calls = append(s.agg.calls, call)
 	s.agg.callText = append(s.agg.callText, txt)
 	return s.aggRef(len(s.agg.calls) - 1), nil
 }
+
+// SeqColumn names the virtual input column the runner appends after the
+// source's columns when an aggregate needs it (FIRST_VALUE, LAST_VALUE):
+// each row's position in the input, (offset << 10) | partition, which
+// breaks ties between rows of equal event time.
+const SeqColumn = "__seq"
 
 func (s *scope) aggRef(i int) exec.Expr {
 	base := len(s.agg.keys)

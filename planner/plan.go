@@ -108,11 +108,13 @@ type Plan struct {
 	Filter exec.Expr // over the input; nil: all rows
 
 	Aggregate bool
-	Keys      []exec.Expr // over the input
-	KeyNames  []string
-	Window    *WindowSpec
-	Aggs      []AggCall
-	Having    exec.Expr // over the post-aggregation row
+	// NeedsSeq: the input batch must carry SeqColumn after its columns.
+	NeedsSeq bool
+	Keys     []exec.Expr // over the input
+	KeyNames []string
+	Window   *WindowSpec
+	Aggs     []AggCall
+	Having   exec.Expr // over the post-aggregation row
 
 	// PartitionKey is the index in Keys of the input's partition key (local
 	// strategy), or -1.
@@ -211,10 +213,14 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 			WithPos(sql.FindPos(src, tn.Name.O)).WithHint("SHOW SOURCES and SHOW STREAMS list what exists")
 	}
 	p := &Plan{Input: rel, PartitionKey: -1, Limit: -1}
-	in := &scope{src: src, input: rel.Schema}
+	evt := -1
+	if rel.Watermark != nil {
+		evt = rel.Schema.Index(rel.Watermark.Column)
+	}
+	in := &scope{src: src, input: rel.Schema, eventTime: evt}
 
 	if stmt.Where != nil {
-		ws := &scope{src: src, input: rel.Schema, noAggs: "WHERE"}
+		ws := &scope{src: src, input: rel.Schema, noAggs: "WHERE", eventTime: evt}
 		f, err := ws.compile(stmt.Where)
 		if err != nil {
 			return nil, err
@@ -237,7 +243,7 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 				}
 			}
 		}
-		out = &scope{src: src, input: rel.Schema, agg: as}
+		out = &scope{src: src, input: rel.Schema, agg: as, eventTime: evt}
 		if err := project(p, out, stmt); err != nil {
 			return nil, err
 		}
@@ -249,6 +255,7 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 			p.Having = h
 		}
 		p.Keys, p.KeyNames, p.Window, p.Aggs = as.keys, as.keyNames, as.window, as.calls
+		p.NeedsSeq = as.needsSeq
 	} else if err := project(p, out, stmt); err != nil {
 		return nil, err
 	}
@@ -295,9 +302,15 @@ func selectHasAgg(stmt *ast.SelectStmt) bool {
 type aggFinder struct{ found *bool }
 
 func (a *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
-	if _, ok := n.(*ast.AggregateFuncExpr); ok {
+	switch x := n.(type) {
+	case *ast.AggregateFuncExpr:
 		*a.found = true
 		return n, true
+	case *ast.FuncCallExpr:
+		if agg.IsAggregate(strings.TrimPrefix(x.FnName.L, "__")) {
+			*a.found = true
+			return n, true
+		}
 	}
 	return n, false
 }
@@ -373,7 +386,7 @@ func fieldName(f *ast.SelectField) string {
 		if x.FnName.L == ast.TimestampLiteral || x.FnName.L == ast.DateLiteral {
 			return "timestamp"
 		}
-		return strings.ToLower(x.FnName.O)
+		return strings.TrimPrefix(strings.ToLower(x.FnName.O), "__")
 	case *ast.FuncCastExpr:
 		if e, ok := x.Expr.(*ast.ColumnNameExpr); ok {
 			return e.Name.Name.O

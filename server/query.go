@@ -46,15 +46,18 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 		for i, r := range chunk {
 			values[i] = r.Value
 		}
-		rec, _, derrs := dec.Decode(values)
+		rec, decoded, derrs := dec.Decode(values)
 		defer rec.Release()
 		if len(derrs) > 0 && policy == "fail" {
 			r := chunk[derrs[0].Index]
 			return sql.Errorf("22P02", "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err).
 				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", p.Input.Name)
 		}
-		chunk = chunk[:0]
 		b := exec.BatchOf(rec, p.Input.Schema)
+		if p.NeedsSeq {
+			appendSeq(b, chunk, decoded)
+		}
+		chunk = chunk[:0]
 		if ag != nil {
 			_, err := ag.Consume(b, 0, false)
 			return err

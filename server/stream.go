@@ -412,6 +412,9 @@ func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Reco
 		}
 	}
 	b := exec.BatchOf(rec, r.schema)
+	if r.plan.NeedsSeq {
+		appendSeq(b, recs, decoded)
+	}
 	var maxTime int64
 	hasTime := false
 	if r.tsIdx >= 0 {
@@ -447,6 +450,19 @@ func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Reco
 	}
 	r.wms.Read(p, recs[len(recs)-1].Offset+1, maxTime, hasTime)
 	return rows, nil
+}
+
+// appendSeq adds planner.SeqColumn to b: each row's input position,
+// (offset << 10) | partition, so FIRST_VALUE and LAST_VALUE break ties of
+// event time by position (partitions number at most 960 < 1024). Row i of
+// b came from recs[decoded[i]].
+func appendSeq(b *exec.Batch, recs []*kgo.Record, decoded []int) {
+	seq := &exec.Vec{T: types.Int, N: b.N, I: make([]int64, b.N)}
+	for i, idx := range decoded[:b.N] {
+		r := recs[idx]
+		seq.I[i] = r.Offset<<10 | int64(r.Partition)
+	}
+	b.Cols = append(b.Cols, seq)
 }
 
 func (r *runner) addStats(f func(*streamStats)) {

@@ -29,6 +29,12 @@ const (
 	CastIntervalType = "TIME"
 )
 
+// aggRenames maps aggregate names the TiDB parser would misread to names it
+// passes through as plain function calls.
+var aggRenames = map[string]string{
+	"VARIANCE": "VAR_SAMP", "STDDEV": "STDDEV_SAMP", "FIRST_VALUE": "__first_value", "LAST_VALUE": "__last_value",
+}
+
 // pgTypes are PostgreSQL type names that exist but are not supported here:
 // refused with 0A000 rather than "does not exist".
 var pgTypes = map[string]bool{
@@ -159,6 +165,13 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 			i = next - 1
 		case t.Is("SESSION") && i+1 < len(toks) && toks[i+1].Is("("):
 			emit(t.Start, t.End, SessionFunc)
+		case i+1 < len(toks) && toks[i+1].Is("(") && aggRenames[strings.ToUpper(src[t.Start:t.End])] != "" &&
+			!(i > first && toks[i-1].Is(".")):
+			// PostgreSQL's VARIANCE and STDDEV are the sample forms (the TiDB
+			// parser would read them as MySQL's population forms), and
+			// FIRST_VALUE/LAST_VALUE are aggregates here, not only window
+			// functions the parser refuses without OVER.
+			emit(t.Start, t.End, aggRenames[strings.ToUpper(src[t.Start:t.End])])
 		case (t.Is("TRUE") || t.Is("FALSE")) && !(i > first && (toks[i-1].Is("IS") || toks[i-1].Is("NOT"))):
 			// The TiDB parser reads TRUE as the integer 1; keep it boolean.
 			v := "1"
