@@ -68,6 +68,9 @@ type StreamOptions struct {
 	// LateDataTopic receives rows later than that; empty: they are dropped
 	// (and counted).
 	LateDataTopic string
+	// EmitEveryMs: early fires of open windows this often (processing
+	// time); 0: only final panes.
+	EmitEveryMs int64
 }
 
 // Relation is what a query can read: a source or a stream's output.

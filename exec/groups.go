@@ -257,6 +257,18 @@ func (t *GroupTable) Dirty() []uint32 {
 	return out
 }
 
+// PeekDirty lists the live slots changed since the last Dirty, without
+// clearing the marks.
+func (t *GroupTable) PeekDirty() []uint32 {
+	out := make([]uint32, 0, len(t.dirty))
+	for _, s := range t.dirty {
+		if t.meta[s].live && t.marked[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // AllSlots lists every live slot ordered by window then key (a bounded
 // query emits them all at the end).
 func (t *GroupTable) AllSlots() []uint32 {

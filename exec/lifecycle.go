@@ -132,6 +132,33 @@ func (a *Aggregator) EmitAll() ([]*Batch, error) {
 	return out, nil
 }
 
+// EmitOpen builds the current rows of every window (or session) wm has not
+// closed, for an early fire.
+func (a *Aggregator) EmitOpen(wm int64, hasWM bool) ([]*Batch, error) {
+	if a.sessions != nil {
+		var open []*session
+		for _, s := range a.openSessions() {
+			if !hasWM || s.end+a.Lateness > wm {
+				open = append(open, s)
+			}
+		}
+		if len(open) == 0 {
+			return nil, nil
+		}
+		b, err := a.emitSessions(open)
+		return []*Batch{b}, err
+	}
+	var out []*Batch
+	for _, w := range a.OpenWindows(wm, hasWM) {
+		b, err := a.EmitWindow(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
 // OpenWindows lists, ascending, the windows holding any group that wm
 // has not closed (for early fires).
 func (a *Aggregator) OpenWindows(wm int64, hasWM bool) []int64 {

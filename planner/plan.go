@@ -108,6 +108,7 @@ type Plan struct {
 	Filter exec.Expr // over the input; nil: all rows
 
 	Aggregate bool
+	Distinct  bool // SELECT DISTINCT (bounded queries)
 	// NeedsSeq: the input batch must carry SeqColumn after its columns.
 	NeedsSeq bool
 	Keys     []exec.Expr // over the input
@@ -171,6 +172,10 @@ func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string
 	p, err := build(cat, stmt, src)
 	if err != nil {
 		return nil, err
+	}
+	if stmt.Distinct {
+		return nil, sql.Errorf(sql.CodeNotSupported, "SELECT DISTINCT is not supported in a continuous query").
+			WithHint("GROUP BY the columns instead")
 	}
 	if stmt.OrderBy != nil || stmt.Limit != nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "ORDER BY and LIMIT are not supported in a continuous query").
@@ -268,6 +273,10 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 			}
 			p.OrderBy = append(p.OrderBy, OrderKey{Idx: idx, Desc: item.Desc})
 		}
+	}
+	p.Distinct = stmt.Distinct
+	if p.Distinct && p.Hidden > 0 {
+		return nil, sql.Errorf("42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
 	}
 	if stmt.Limit != nil {
 		if stmt.Limit.Offset != nil {
@@ -439,9 +448,8 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		p.Reason = "no aggregation: each record is filtered and projected where it is read"
 		return nil
 	}
-	if p.Window == nil {
-		return sql.Errorf(sql.CodeNotSupported, "a continuous aggregation needs a window in GROUP BY, e.g. TUMBLE(ts, INTERVAL '1' MINUTE)").
-			WithHint("windowless GROUP BY (an upsert stream) is not supported yet")
+	if p.Window == nil && len(p.Keys) == 0 {
+		return sql.Errorf(sql.CodeNotSupported, "a continuous aggregation needs a GROUP BY: a window such as TUMBLE(ts, INTERVAL '1' MINUTE), keys, or both")
 	}
 	pk := p.Input.PartitionKey
 	if pk != "" {

@@ -16,6 +16,10 @@ import (
 var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout"}
 var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic"}
 
+// IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
+// false on an early fire of an open window, true on its one final pane.
+const IsFinalColumn = "is_final"
+
 // DefaultIdleTimeoutMs is a source's idle_timeout when it sets none.
 const DefaultIdleTimeoutMs = 5000
 
@@ -150,6 +154,18 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, err
 	}
 	def.Input = p.Input.Name
+	if st.EmitEveryMs > 0 {
+		if p.Window == nil {
+			return nil, nil, sql.Errorf(sql.CodeNotSupported, "EMIT EVERY needs a window in GROUP BY").
+				WithHint("a GROUP BY without a window already emits each changed group at every commit")
+		}
+		if p.Output.Index(IsFinalColumn) >= 0 {
+			return nil, nil, sql.Errorf("42701", "column %q is added by EMIT EVERY; name the select-list column otherwise", IsFinalColumn)
+		}
+		// Early panes and the final one share the output: is_final tells them apart.
+		p.Output = append(p.Output, types.Field{Name: IsFinalColumn, Type: types.Bool})
+		def.Options.EmitEveryMs = st.EmitEveryMs
+	}
 	def.Schema = p.Output
 	if def.Topic == p.Input.Topic {
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "stream %s would write to its own input topic %q", st.Name, def.Topic).WithHint("set topic = '...' to another topic")

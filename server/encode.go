@@ -73,3 +73,15 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
+
+// appendJSONArray encodes values as a JSON array (a composite Kafka key).
+func appendJSONArray(dst []byte, vals []any) []byte {
+	dst = append(dst, '[')
+	for i, v := range vals {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONValue(dst, v)
+	}
+	return append(dst, ']')
+}

@@ -99,6 +99,9 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 			rows = append(rows, out...)
 		}
 	}
+	if p.Distinct {
+		rows = distinctRows(rows)
+	}
 	if len(p.OrderBy) > 0 {
 		sort.SliceStable(rows, func(i, j int) bool {
 			for _, k := range p.OrderBy {
@@ -236,4 +239,20 @@ func sameEnds(a, b map[string]map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// distinctRows keeps the first of each set of equal rows (NULLs equal, as
+// SELECT DISTINCT treats them).
+func distinctRows(rows [][]any) [][]any {
+	seen := map[string]bool{}
+	out := rows[:0]
+	var key []byte
+	for _, r := range rows {
+		key = appendJSONArray(key[:0], r)
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -208,9 +208,21 @@ func (r *runner) loop(ctx context.Context) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var early <-chan time.Time // EMIT EVERY: early fires of open windows
+	if ms := r.def.Options.EmitEveryMs; ms > 0 && r.agg != nil {
+		t := time.NewTicker(time.Duration(ms) * time.Millisecond)
+		defer t.Stop()
+		early = t.C
+	}
 	r.lastCommit = time.Now()
 	for {
 		select {
+		case <-early:
+			if !r.failed() {
+				if err := r.earlyFire(ctx); err != nil {
+					r.fail(err)
+				}
+			}
 		case <-ctx.Done():
 			r.answerPending(errors.New("stream stopped"))
 			r.finalCommit()
@@ -540,12 +552,15 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 	defer batch.Close()
 	if r.agg != nil {
 		var out [][]any
+		var err error
 		if r.hasWM && r.plan.Window != nil {
 			recoveredBefore := int64(math.MinInt64)
 			if r.recovering {
 				recoveredBefore = prev
 			}
-			closed, recovered, err := r.agg.CloseDue(prev, hadPrev, r.wm, recoveredBefore)
+			var closed []*exec.Batch
+			var recovered int
+			closed, recovered, err = r.agg.CloseDue(prev, hadPrev, r.wm, recoveredBefore)
 			if err != nil {
 				return err
 			}
@@ -560,10 +575,19 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				out = append(out, rows...)
+				out = append(out, r.markFinal(rows, true)...)
 			}
 		}
-		if err := r.produceRows(ctx, out); err != nil {
+		var keys [][]byte
+		if r.plan.Window == nil {
+			// No window: an upsert stream. Every group changed since the
+			// last commit is emitted with its current value, keyed by the
+			// group key.
+			if out, keys, err = r.changedGroups(); err != nil {
+				return err
+			}
+		}
+		if err := r.produceKeyed(ctx, out, keys); err != nil {
 			return err
 		}
 		// Slices no open window needs are deleted from state (those
@@ -610,6 +634,83 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 	return nil
 }
 
+// markFinal appends the is_final column EMIT EVERY adds to the output.
+func (r *runner) markFinal(rows [][]any, final bool) [][]any {
+	if r.def.Options.EmitEveryMs == 0 {
+		return rows
+	}
+	for i := range rows {
+		rows[i] = append(rows[i], final)
+	}
+	return rows
+}
+
+// earlyFire emits the current value of every open window, not final.
+func (r *runner) earlyFire(ctx context.Context) error {
+	batches, err := r.agg.EmitOpen(r.wm, r.hasWM)
+	if err != nil {
+		return err
+	}
+	var out [][]any
+	for _, b := range batches {
+		rows, err := r.finalRows(b)
+		if err != nil {
+			return err
+		}
+		out = append(out, r.markFinal(rows, false)...)
+	}
+	return r.produceRows(ctx, out)
+}
+
+// changedGroups builds the output rows of the groups changed since the last
+// commit of an unwindowed aggregation, with their group keys as Kafka keys
+// (the key's text for one key column, integers in decimal; a JSON array
+// for several; NULL: unkeyed). A group HAVING rejects is not emitted.
+func (r *runner) changedGroups() ([][]any, [][]byte, error) {
+	slots := r.agg.Table.PeekDirty()
+	if len(slots) == 0 {
+		return nil, nil, nil
+	}
+	b, err := r.agg.EmitGroups(slots)
+	if err != nil {
+		return nil, nil, err
+	}
+	nk := len(r.plan.Keys)
+	keys := make([][]byte, b.N)
+	for i := range keys {
+		if nk == 1 {
+			keys[i] = exec.PartitionKeyText(b.Cols[0], i, nil)
+			if keys[i] == nil && !b.Cols[0].IsNull(i) {
+				keys[i] = []byte{}
+			}
+			continue
+		}
+		vals := make([]any, nk)
+		for j := range vals {
+			vals[j] = b.Cols[j].Value(i)
+		}
+		keys[i] = appendJSONArray(nil, vals)
+	}
+	if r.plan.Having != nil {
+		m, err := r.plan.Having.Eval(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		keep := make([]bool, b.N)
+		kept := 0
+		var ks [][]byte
+		for i := range keep {
+			if keep[i] = !m.IsNull(i) && m.B[i]; keep[i] {
+				kept++
+				ks = append(ks, keys[i])
+			}
+		}
+		b, keys = b.Select(keep, kept), ks
+	}
+	rows, err := exec.Project(b, r.plan.Project)
+	return rows, keys, err
+}
+
 // finalRows applies HAVING and the select list to emitted groups.
 func (r *runner) finalRows(b *exec.Batch) ([][]any, error) {
 	b, err := exec.FilterBatch(b, r.plan.Having)
@@ -621,13 +722,26 @@ func (r *runner) finalRows(b *exec.Batch) ([][]any, error) {
 
 // produceRows writes output rows as JSON, waiting for acknowledgement.
 func (r *runner) produceRows(ctx context.Context, rows [][]any) error {
+	return r.produceKeyed(ctx, rows, nil)
+}
+
+// produceKeyed is produceRows with a Kafka key per row (keys nil, or a nil
+// key: unkeyed, spread round robin); a keyed record goes where murmur2
+// puts it, as a Java producer would.
+func (r *runner) produceKeyed(ctx context.Context, rows [][]any, keys [][]byte) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	recs := make([]*kgo.Record, len(rows))
 	for i, row := range rows {
-		recs[i] = &kgo.Record{Topic: r.def.Topic, Value: appendJSONRow(nil, r.plan.Output, row), Partition: int32(r.rr % r.outN)}
-		r.rr++
+		recs[i] = &kgo.Record{Topic: r.def.Topic, Value: appendJSONRow(nil, r.plan.Output, row)}
+		if keys != nil && keys[i] != nil {
+			recs[i].Key = keys[i]
+			recs[i].Partition = state.PartitionFor(keys[i], r.outN)
+		} else {
+			recs[i].Partition = int32(r.rr % r.outN)
+			r.rr++
+		}
 	}
 	if err := r.srv.kafka.produceSync(ctx, recs); err != nil {
 		return fmt.Errorf("write to %s: %w", r.def.Topic, err)

@@ -358,14 +358,53 @@ func (p *stmtParser) createStream() (Statement, error) {
 	if !start.Is("SELECT") {
 		return nil, p.errAt(start, "expected SELECT")
 	}
-	sel, err := p.selectBody(start.Start)
+	body, err := p.emitClause(cs)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := body.selectBody(start.Start)
 	if err != nil {
 		return nil, err
 	}
 	cs.Query = sel
 	cs.QueryPos = start.Start
-	cs.QueryText = strings.TrimRight(strings.TrimSpace(p.src[start.Start:]), ";")
+	cs.QueryText = strings.TrimRight(strings.TrimSpace(body.src[start.Start:]), ";")
 	return cs, nil
+}
+
+// emitClause reads a trailing EMIT EVERY <interval> (early fires, which the
+// TiDB parser does not know) into cs, and returns a parser over the SELECT
+// without it.
+func (p *stmtParser) emitClause(cs *CreateStream) (*stmtParser, error) {
+	depth := 0
+	for i := p.i; i < len(p.toks); i++ {
+		t := p.toks[i]
+		switch {
+		case t.Is("("):
+			depth++
+		case t.Is(")"):
+			depth--
+		case depth == 0 && t.Is("EMIT"):
+			if i+2 >= len(p.toks) || !p.toks[i+1].Is("EVERY") || !p.toks[i+2].Is("INTERVAL") {
+				return nil, p.errAt(t, "expected EMIT EVERY INTERVAL '...'")
+			}
+			ms, next, err := parseInterval(p.src, p.toks, i+2)
+			if err != nil {
+				return nil, err
+			}
+			for _, rest := range p.toks[next:] {
+				if !rest.Is(";") {
+					return nil, p.errAt(rest, "EMIT EVERY must end the statement")
+				}
+			}
+			if ms <= 0 {
+				return nil, Errorf(CodeInvalidParameter, "EMIT EVERY needs a positive interval").WithPos(charPos(p.src, t.Start))
+			}
+			cs.EmitEveryMs = ms
+			return &stmtParser{src: p.src[:t.Start], toks: p.toks[:i], i: p.i}, nil
+		}
+	}
+	return p, nil
 }
 
 // selectBody hands src[start:] to the TiDB parser after rewriting what it

@@ -40,6 +40,9 @@ type CreateStream struct {
 	Query       *ast.SelectStmt
 	QueryText   string // the SELECT as the user wrote it
 	QueryPos    int    // byte offset of the SELECT in the statement
+	// EmitEveryMs: EMIT EVERY INTERVAL ... (processing time): open windows
+	// are also emitted this often, marked not final. 0: only at close.
+	EmitEveryMs int64
 }
 
 // Insert writes rows to a source's topic.
