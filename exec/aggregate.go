@@ -209,23 +209,13 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		keys[i] = v
 	}
 	a.prepareProbes(keys, b.N)
-	slots := a.slots[:0]
-	w := NoWindow
-	for i := range a.probes {
-		if len(wins) > 0 {
-			w = wins[i]
-		}
-		p := &a.probes[i]
-		var key []byte
-		if p.klen > inlineKey {
-			key = a.rows.Row(i)
-		}
-		s, isNew := a.Table.lookup(w, p, key)
-		if isNew && a.PK >= 0 {
+	slots := slices.Grow(a.slots[:0], b.N)[:b.N]
+	newRows := a.Table.assign(wins, a.probes, &a.rows, slots)
+	if a.PK >= 0 {
+		for _, i := range newRows {
 			a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
-			a.Table.Meta(s).KG = keyGroup(a.pkBuf)
+			a.Table.Meta(slots[i]).KG = keyGroup(a.pkBuf)
 		}
-		slots = append(slots, s)
 	}
 	a.slots = slots
 	return a.update(b, slots)

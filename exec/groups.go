@@ -95,6 +95,60 @@ func (t *GroupTable) lookup(window int64, p *probeKey, key []byte) (slot uint32,
 	return s, true
 }
 
+// assign finds or creates the slot of every row: row i has window wins[i]
+// (NoWindow when wins is empty) and probe key probes[i]; rows holds the
+// encoded keys of rows whose key is not inline. It returns the rows that
+// created a slot, for the caller to set their key groups. The probe loop
+// is written out here, not a call per row: this is the grouper's inner
+// loop.
+func (t *GroupTable) assign(wins []int64, probes []probeKey, rows *RowKeys, slots []uint32) (newRows []int) {
+	if len(probes) == 0 {
+		return nil
+	}
+	w := NoWindow
+	if len(wins) > 0 {
+		w = wins[0]
+	}
+	g := t.window(w)
+	for i := range probes {
+		if len(wins) > 0 && wins[i] != w {
+			w = wins[i]
+			g = t.window(w)
+		}
+		p := &probes[i]
+		if g.keys.entries == nil {
+			g.keys.entries = make([]keyEntry, keyTableMinSize)
+		}
+		entries := g.keys.entries
+		mask := len(entries) - 1
+		j := int(p.hash) & mask
+		for {
+			e := &entries[j]
+			if e.slot == 0 {
+				var key []byte
+				if p.klen > inlineKey {
+					key = rows.Row(i)
+				} else {
+					key = p.bytes()
+				}
+				s := t.newSlot(w, g, key)
+				g.keys.insert(j, p, s)
+				g.slots = append(g.slots, s)
+				slots[i] = s
+				newRows = append(newRows, i)
+				break
+			}
+			if e.hash == p.hash && e.w0 == p.w0 && e.w1 == p.w1 && e.klen == p.klen &&
+				(p.klen <= inlineKey || string(t.meta[e.slot-1].key(g.arena)) == string(rows.Row(i))) {
+				slots[i] = e.slot - 1
+				break
+			}
+			j = (j + 1) & mask
+		}
+	}
+	return newRows
+}
+
 // Slot is Lookup that also records the key group of a new slot.
 func (t *GroupTable) Slot(window int64, key []byte, kg uint16) uint32 {
 	s, isNew := t.Lookup(window, key)
