@@ -37,7 +37,10 @@ type Source struct {
 	// IdleTimeoutMs: a partition with nothing new to read for this long
 	// stops holding the watermark back.
 	IdleTimeoutMs int64
-	SQL           string
+	// KafkaTimestamp: the watermark column is each record's Kafka (broker
+	// or producer) timestamp, not a JSON field (timestamp = 'kafka').
+	KafkaTimestamp bool
+	SQL            string
 }
 
 // Watermark says which column is event time and how far behind the maximum

@@ -13,7 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout"}
+var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp"}
 var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic"}
 
 // IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
@@ -84,6 +84,17 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 			return nil, sql.Errorf(sql.CodeDatatypeMismatch, "WATERMARK FOR %s: column is %s, not TIMESTAMP", st.Watermark.Column, src.Schema[i].Type).WithPos(st.Watermark.Pos)
 		}
 		src.Watermark = &catalog.Watermark{Column: src.Schema[i].Name, DelayMs: st.Watermark.DelayMs}
+	}
+	if ts, ok := o["timestamp"]; ok {
+		if !strings.EqualFold(ts.Value, "kafka") {
+			return nil, sql.Errorf(sql.CodeInvalidParameter, "timestamp %q is not valid", ts.Value).WithPos(ts.Pos).
+				WithHint("timestamp = 'kafka' takes event time from each record's Kafka timestamp; omit it to read the column from the JSON")
+		}
+		if src.Watermark == nil {
+			return nil, sql.Errorf(sql.CodeInvalidParameter, "timestamp = 'kafka' needs a WATERMARK FOR <column> clause").WithPos(ts.Pos).
+				WithHint("declare e.g. ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND: ts is then filled with each record's Kafka timestamp")
+		}
+		src.KafkaTimestamp = true
 	}
 	return src, nil
 }

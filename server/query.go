@@ -31,7 +31,7 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 			return nil, err
 		}
 	}
-	dec := exec.NewJSONDecoder(p.Input.Schema, nil)
+	dec := exec.NewJSONDecoder(decodeSchema(p.Input), nil)
 	policy := "fail"
 	if p.Input.Source != nil {
 		policy = p.Input.Source.OnError
@@ -54,6 +54,7 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", p.Input.Name)
 		}
 		b := exec.BatchOf(rec, p.Input.Schema)
+		fillKafkaTime(p.Input, b, chunk, decoded)
 		if p.NeedsSeq {
 			appendSeq(b, chunk, decoded)
 		}

@@ -183,6 +183,9 @@ func explainPlan(p *planner.Plan, stream, topic string) []string {
 	}
 	if wm := p.Input.Watermark; wm != nil {
 		src += fmt.Sprintf(", watermark %s - %d ms", wm.Column, wm.DelayMs)
+		if p.Input.Source != nil && p.Input.Source.KafkaTimestamp {
+			src += fmt.Sprintf(", %s = Kafka timestamp", wm.Column)
+		}
 	}
 	nodes = append(nodes, src+")")
 	out := []string{fmt.Sprintf("Strategy: %s (rule %s: %s)", p.Strategy, p.Rule, p.Reason)}

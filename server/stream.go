@@ -94,7 +94,7 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 		// The window's time column is event time even without a WATERMARK clause.
 		r.tsIdx = plan.Window.TimeIdx
 	}
-	r.dec = exec.NewJSONDecoder(r.schema, nil)
+	r.dec = exec.NewJSONDecoder(decodeSchema(plan.Input), nil)
 	idle := int64(DefaultIdleTimeoutMs)
 	if src := plan.Input.Source; src != nil && src.IdleTimeoutMs > 0 {
 		idle = src.IdleTimeoutMs
@@ -424,6 +424,7 @@ func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Reco
 		}
 	}
 	b := exec.BatchOf(rec, r.schema)
+	fillKafkaTime(r.plan.Input, b, recs, decoded)
 	if r.plan.NeedsSeq {
 		appendSeq(b, recs, decoded)
 	}
@@ -462,6 +463,35 @@ func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Reco
 	}
 	r.wms.Read(p, recs[len(recs)-1].Offset+1, maxTime, hasTime)
 	return rows, nil
+}
+
+// decodeSchema is the schema records are decoded with: the input's, except
+// that with timestamp = 'kafka' the watermark column is not read from the
+// JSON (fillKafkaTime fills it), so a field of that name cannot fail a
+// record.
+func decodeSchema(in *catalog.Relation) types.Schema {
+	src := in.Source
+	if src == nil || !src.KafkaTimestamp || src.Watermark == nil {
+		return in.Schema
+	}
+	out := append(types.Schema(nil), in.Schema...)
+	i := out.Index(src.Watermark.Column)
+	out[i].Name = "\x00kafka-timestamp" // no JSON field is matched
+	return out
+}
+
+// fillKafkaTime sets the watermark column of a timestamp = 'kafka' source
+// to each record's Kafka timestamp. Row i of b came from recs[decoded[i]].
+func fillKafkaTime(in *catalog.Relation, b *exec.Batch, recs []*kgo.Record, decoded []int) {
+	src := in.Source
+	if src == nil || !src.KafkaTimestamp || src.Watermark == nil {
+		return
+	}
+	ts := b.Cols[in.Schema.Index(src.Watermark.Column)]
+	ts.Null = nil
+	for i, idx := range decoded[:b.N] {
+		ts.I[i] = recs[idx].Timestamp.UnixMilli()
+	}
 }
 
 // appendSeq adds planner.SeqColumn to b: each row's input position,
