@@ -115,6 +115,7 @@ func partKey(stream string, p int32) []byte {
 type Batch struct {
 	b      *pebble.Batch
 	stream string
+	closed bool
 }
 
 // NewBatch starts a batch for stream.
@@ -143,17 +144,24 @@ func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
 	return b.b.Set(partKey(b.stream, p), append(v, has), nil)
 }
 
-// Commit writes the batch durably (fsync).
+// Commit writes the batch durably (fsync) and releases it.
 func (b *Batch) Commit() error {
-	defer b.b.Close()
+	defer b.Close()
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit state of %s: %w", b.stream, err)
 	}
 	return nil
 }
 
-// Close discards an uncommitted batch.
-func (b *Batch) Close() { _ = b.b.Close() }
+// Close discards an uncommitted batch; after Commit it does nothing. Pebble
+// pools its batches: closing one twice would hand it to two users at once.
+func (b *Batch) Close() {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	_ = b.b.Close()
+}
 
 // Partitions loads a stream's per-partition metadata.
 func (s *Store) Partitions(stream string) (map[int32]PartitionMeta, error) {
