@@ -45,7 +45,10 @@ func sharedAppID(t *testing.T) string {
 // and waits until metadata no longer shows them.
 func isolateTopics(t *testing.T) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(testBrokers(), ",")...))
+	// kgo answers a metadata request from its cache for MetadataMinAge
+	// (5 s by default): the listing at cleanup would repeat this one and
+	// find no topic created.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(testBrokers(), ",")...), kgo.MetadataMinAge(10*time.Millisecond))
 	if err != nil {
 		t.Fatalf("kafka client for %s: %v", testBrokers(), err)
 	}
