@@ -35,7 +35,7 @@ type scratch struct {
 	null bool
 	i    int64
 	f    float64
-	s    string
+	raw  []byte // TEXT: the parser's unescaped bytes
 	b    bool
 }
 
@@ -52,6 +52,28 @@ func NewJSONDecoder(schema types.Schema, mem memory.Allocator) *JSONDecoder {
 func (d *JSONDecoder) Decode(values [][]byte) (rec arrow.RecordBatch, ok []int, errs []DecodeError) {
 	b := array.NewRecordBuilder(d.mem, d.arrow)
 	defer b.Release()
+	// The typed builders, found once per batch rather than per value.
+	ints := make([]*array.Int64Builder, len(d.schema))
+	floats := make([]*array.Float64Builder, len(d.schema))
+	texts := make([]*array.StringBuilder, len(d.schema))
+	bools := make([]*array.BooleanBuilder, len(d.schema))
+	times := make([]*array.TimestampBuilder, len(d.schema))
+	for c, f := range d.schema {
+		fb := b.Field(c)
+		fb.Reserve(len(values))
+		switch f.Type {
+		case types.Int:
+			ints[c] = fb.(*array.Int64Builder)
+		case types.Double:
+			floats[c] = fb.(*array.Float64Builder)
+		case types.Text:
+			texts[c] = fb.(*array.StringBuilder)
+		case types.Bool:
+			bools[c] = fb.(*array.BooleanBuilder)
+		case types.Timestamp:
+			times[c] = fb.(*array.TimestampBuilder)
+		}
+	}
 	ok = make([]int, 0, len(values))
 	for idx, raw := range values {
 		if err := d.row(raw); err != nil {
@@ -61,22 +83,22 @@ func (d *JSONDecoder) Decode(values [][]byte) (rec arrow.RecordBatch, ok []int, 
 		ok = append(ok, idx)
 		for c, f := range d.schema {
 			s := &d.scr[c]
-			fb := b.Field(c)
 			if s.null {
-				fb.AppendNull()
+				b.Field(c).AppendNull()
 				continue
 			}
 			switch f.Type {
 			case types.Int:
-				fb.(*array.Int64Builder).Append(s.i)
+				ints[c].Append(s.i)
 			case types.Double:
-				fb.(*array.Float64Builder).Append(s.f)
+				floats[c].Append(s.f)
 			case types.Text:
-				fb.(*array.StringBuilder).Append(s.s)
+				// The parser's bytes, copied once into the column.
+				texts[c].BinaryBuilder.Append(s.raw)
 			case types.Bool:
-				fb.(*array.BooleanBuilder).Append(s.b)
+				bools[c].Append(s.b)
 			case types.Timestamp:
-				fb.(*array.TimestampBuilder).Append(arrow.Timestamp(s.i))
+				times[c].Append(arrow.Timestamp(s.i))
 			}
 		}
 	}
@@ -141,7 +163,7 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 		if v.Type() != fastjson.TypeString {
 			return fmt.Errorf("want TEXT, got %s", v.Type())
 		}
-		s.s = string(v.GetStringBytes())
+		s.raw = v.GetStringBytes() // valid until the next record is parsed
 	case types.Bool:
 		switch v.Type() {
 		case fastjson.TypeTrue:
