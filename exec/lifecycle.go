@@ -18,6 +18,16 @@ func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
 	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
+	return a.windowsOfSlices(func(end int64) bool {
+		closeAt := end + a.Lateness
+		return closeAt <= wm && (!hasPrev || closeAt > prev)
+	})
+}
+
+// windowsOfSlices lists, ascending and once each, the starts of the
+// windows that contain a slice present in the table and whose end passes
+// keep.
+func (a *Aggregator) windowsOfSlices(keep func(end int64) bool) []int64 {
 	spec := a.Window
 	step := spec.Slide
 	if step == 0 {
@@ -28,11 +38,7 @@ func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
 	for sl := range a.Table.windows {
 		// windows containing slice sl: ends from its first to its last
 		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
-			closeAt := end + a.Lateness
-			if closeAt > wm || (hasPrev && closeAt <= prev) {
-				continue
-			}
-			if w := end - spec.Size; !seen[w] {
+			if w := end - spec.Size; keep(end) && !seen[w] {
 				seen[w] = true
 				out = append(out, w)
 			}
@@ -165,26 +171,7 @@ func (a *Aggregator) OpenWindows(wm int64, hasWM bool) []int64 {
 	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
-	spec := a.Window
-	step := spec.Slide
-	if step == 0 {
-		step = spec.Size
-	}
-	seen := map[int64]bool{}
-	var out []int64
-	for sl := range a.Table.windows {
-		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
-			if hasWM && end+a.Lateness <= wm {
-				continue
-			}
-			if w := end - spec.Size; !seen[w] {
-				seen[w] = true
-				out = append(out, w)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+	return a.windowsOfSlices(func(end int64) bool { return !hasWM || end+a.Lateness > wm })
 }
 
 // StateRef names one group's entry in the state store.
