@@ -259,9 +259,11 @@ func TestJavaProducerPlacement(t *testing.T) {
 // (BuiltInPartitioner.partitionForKey) would put their keys, for TEXT and
 // BIGINT keys.
 //
-// The other producers of keyed records named in the design (a stream's
-// message_key, internal repartition topics) do not exist yet; add them here
-// when they land.
+// It also checks the keyed output of an upsert stream (GROUP BY without a
+// window: one record per changed group, keyed by the group key). The other
+// producers of keyed records named in the design (a stream's message_key,
+// internal repartition topics) do not exist yet; add them here when they
+// land.
 func TestInsertPlacementAgreesWithJava(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -301,6 +303,17 @@ func TestInsertPlacementAgreesWithJava(t *testing.T) {
 				t.Fatalf("insert into %s: %v", src, err)
 			}
 		}
+	}
+	// Unique BIGINT keys, one row each: the upsert stream writes each group
+	// once, keyed by its decimal text, on 24 partitions.
+	up := fmt.Sprintf("turbine-upsert-%s", id)
+	topics = append(topics, up)
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), up) })
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE STREAM up_bigint WITH (topic = '%s', partitions = 24) AS SELECT k, COUNT(*) AS n FROM ins_bigint GROUP BY k", up)); err != nil {
+		t.Fatalf("create upsert stream: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
+		t.Fatalf("flush: %v", err)
 	}
 	t.Log(strings.TrimSpace(java(t, topics...)))
 }
