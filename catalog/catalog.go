@@ -58,7 +58,20 @@ type Stream struct {
 	Input      string // the relation it reads
 	Schema     types.Schema
 	Options    StreamOptions
-	SQL        string
+	// KeyColumn is the output column its records are keyed by and placed
+	// with murmur2 (as INSERT keys a source by its partition_key): the
+	// message_key, or else the group key of an upsert stream grouped by one
+	// key that the select list outputs unchanged under its own name. Empty:
+	// the output is not keyed. A stream reading this one sees it as its
+	// partition key.
+	KeyColumn string
+	// Watermark is the event time of the output, for streams reading it: a
+	// stateless stream that outputs its input's watermark column unchanged
+	// keeps that watermark (under the output name). nil otherwise; a
+	// window over any TIMESTAMP column of the output then uses that column
+	// with no delay.
+	Watermark *Watermark
+	SQL       string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -228,7 +241,7 @@ func (c *Catalog) Relation(name string) (*Relation, bool) {
 	}
 	if s, ok := c.streams[name]; ok {
 		return &Relation{Name: s.Name, Kind: KindStream, Schema: s.Schema, Topic: s.Topic,
-			PartitionKey: s.Options.MessageKey, Stream: s}, true
+			PartitionKey: s.KeyColumn, Watermark: s.Watermark, Stream: s}, true
 	}
 	return nil, false
 }

@@ -97,9 +97,11 @@ type OrderKey struct {
 
 // Strategy names for how records move to their group.
 const (
-	StrategyLocal     = "local"
-	StrategyStateless = "stateless"
-	StrategyBounded   = "bounded"
+	StrategyLocal = "local"
+	// StrategyRepartition re-keys the input through an internal topic.
+	StrategyRepartition = "repartition"
+	StrategyStateless   = "stateless"
+	StrategyBounded     = "bounded"
 )
 
 // Plan is a physical plan for a stream or a bounded query.
@@ -133,6 +135,10 @@ type Plan struct {
 	Strategy string
 	Rule     string // the rule that chose Strategy, for EXPLAIN
 	Reason   string
+	// RepartitionBy is the input column a repartition hop re-keys by
+	// (Strategy repartition); the aggregation then reads the hop's topic,
+	// partitioned by it.
+	RepartitionBy string
 }
 
 // PostAggSchema is the row the aggregation emits: keys, window bounds, aggregates.
@@ -461,13 +467,22 @@ func chooseStrategy(p *Plan, requested, src string) error {
 	}
 	switch requested {
 	case "", "auto", StrategyLocal:
-	case "repartition", "combine":
+	case StrategyRepartition:
+		return chooseRepartition(p, requested, pk)
+	case "combine":
 		return sql.Errorf(sql.CodeNotSupported, "strategy %q is not supported yet", requested)
 	default:
 		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
 	}
+	if p.PartitionKey < 0 && requested != StrategyLocal {
+		return chooseRepartition(p, requested, pk)
+	}
 	if p.PartitionKey < 0 {
 		why := fmt.Sprintf("%s has no partition_key", p.Input.Name)
+		if p.Input.Stream != nil {
+			// A stream's partition key is its output key (message_key, or an upsert stream's group key).
+			why = fmt.Sprintf("the output of stream %s is not keyed (set message_key on it)", p.Input.Name)
+		}
 		if pk != "" {
 			why = fmt.Sprintf("%s is partitioned by %s", p.Input.Name, pk)
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp"}
-var streamOptions = []string{"topic", "partitions", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic"}
+var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions"}
 
 // IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
 // false on an early fire of an open window, true on its one final pane.
@@ -178,6 +178,9 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		def.Options.EmitEveryMs = st.EmitEveryMs
 	}
 	def.Schema = p.Output
+	if err := keyOutput(def, p, o); err != nil {
+		return nil, nil, err
+	}
 	if def.Topic == p.Input.Topic {
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "stream %s would write to its own input topic %q", st.Name, def.Topic).WithHint("set topic = '...' to another topic")
 	}
@@ -201,7 +204,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if nIn == 0 {
 		return nil, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
 	}
-	if p.Aggregate && p.PartitionKey >= 0 {
+	if p.Aggregate && p.PartitionKey >= 0 && p.Strategy != planner.StrategyRepartition {
 		if err := state.CheckDivisor(p.Input.Topic, nIn, ""); err != nil {
 			if !s.cfg.AllowNonDivisor {
 				return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
@@ -227,15 +230,40 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 			return nil, err
 		}
 	}
-	r, err := newRunner(s, def, p, nIn, have)
+	nRead := nIn
+	var h *hop
+	if p.Strategy == planner.StrategyRepartition {
+		nRep, err := st.Options.Count("repartition_partitions")
+		if err != nil {
+			return nil, err
+		}
+		declared := nRep > 0
+		if !declared {
+			nRep = nIn
+		}
+		if h, err = s.hopFor(ctx, p.Input.Source, p.RepartitionBy, nIn, nRep, declared); err != nil {
+			return nil, err
+		}
+		nRead = h.outN
+	}
+	r, err := newRunner(s, def, p, nRead, have)
 	if err != nil {
+		if h != nil {
+			s.releaseHop(h)
+		}
 		return nil, err
+	}
+	if h != nil {
+		r.useHop(h, nIn)
 	}
 	if err := s.cat.AddStream(def, persist); err != nil {
 		return nil, err
 	}
 	if err := r.start(); err != nil {
 		_ = s.cat.Drop(catalog.KindStream, def.Name)
+		if h != nil {
+			s.releaseHop(h)
+		}
 		return nil, err
 	}
 	s.runners[def.Name] = r
@@ -281,6 +309,9 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 	}
 	if r, ok := s.runners[st.Name]; ok {
 		r.stop()
+		if r.hop != nil {
+			s.releaseHop(r.hop)
+		}
 		delete(s.runners, st.Name)
 		if err := s.store.DropStream(st.Name); err != nil {
 			return nil, err

@@ -199,20 +199,41 @@ func (s *Server) flush(ctx context.Context) error {
 		for _, r := range s.runners {
 			runners = append(runners, r)
 		}
+		hops := make([]*hop, 0, len(s.hops))
+		for _, h := range s.hops {
+			hops = append(hops, h)
+		}
 		s.mu.Unlock()
 		ends := map[string]map[int32]int64{}
-		for _, r := range runners {
-			e, ok := ends[r.input.Topic]
+		endsOf := func(topic string) (map[int32]int64, error) {
+			e, ok := ends[topic]
 			if !ok {
 				var err error
-				if e, err = s.kafka.endOffsets(ctx, r.input.Topic); err != nil {
-					return err
+				if e, err = s.kafka.endOffsets(ctx, topic); err != nil {
+					return nil, err
 				}
-				ends[r.input.Topic] = e
+				ends[topic] = e
+			}
+			return e, nil
+		}
+		// Repartition hops first: what they re-emit is the input of the
+		// streams behind them.
+		for _, h := range hops {
+			e, err := endsOf(h.src.Topic)
+			if err != nil {
+				return err
+			}
+			if err := h.flush(ctx, e); err != nil {
+				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err)
 			}
 		}
 		for _, r := range runners {
-			if err := r.flush(ctx, ends[r.input.Topic]); err != nil {
+			if _, err := endsOf(r.readTopic); err != nil {
+				return err
+			}
+		}
+		for _, r := range runners {
+			if err := r.flush(ctx, ends[r.readTopic]); err != nil {
 				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err).WithHint("SHOW STREAMS shows the stream's error; DROP and re-create it once fixed")
 			}
 		}

@@ -69,6 +69,7 @@ type Server struct {
 	runners map[string]*runner
 
 	clock    func() time.Time
+	hops     map[string]*hop // running repartition hops by internal topic (under mu)
 	dlqMu    sync.Mutex
 	dlqParts map[string]int
 }
@@ -81,7 +82,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AppID == "" {
 		cfg.AppID = "turbinesql"
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}, clock: cfg.Clock}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}, clock: cfg.Clock,
+		hops: map[string]*hop{}}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -173,6 +175,10 @@ func (s *Server) Close() {
 	for name, r := range s.runners {
 		r.stop()
 		delete(s.runners, name)
+	}
+	for topic, h := range s.hops {
+		h.stop()
+		delete(s.hops, topic)
 	}
 	s.mu.Unlock()
 	if s.store != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/types"
 )
@@ -115,13 +116,13 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		lines = explainPlan(p, def.Name, def.Topic)
+		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
 	case *sql.Select:
 		p, err := planner.BuildQuery(s.cat, inner.Stmt, text)
 		if err != nil {
 			return nil, err
 		}
-		lines = explainPlan(p, "", "")
+		lines = explainPlan(p, "", "", s.cfg.AppID)
 	default:
 		return nil, sql.Errorf(sql.CodeNotSupported, "EXPLAIN supports CREATE STREAM and SELECT")
 	}
@@ -134,7 +135,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 
 // explainPlan prints the plan as a tree, sink first, each node indented
 // under the one it feeds.
-func explainPlan(p *planner.Plan, stream, topic string) []string {
+func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	var nodes []string
 	if stream != "" {
 		nodes = append(nodes, fmt.Sprintf("Sink: topic %s (json, stream %s)", topic, stream))
@@ -176,6 +177,10 @@ func explainPlan(p *planner.Plan, stream, topic string) []string {
 	}
 	if p.Filter != nil {
 		nodes = append(nodes, "Filter: "+p.Filter.String())
+	}
+	if p.Strategy == planner.StrategyRepartition {
+		nodes = append(nodes, fmt.Sprintf("Repartition by %s: internal topic %s (murmur2 on %s; watermark markers from every source partition)",
+			p.RepartitionBy, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy}), p.RepartitionBy))
 	}
 	src := fmt.Sprintf("Source: %s (topic %s", p.Input.Name, p.Input.Topic)
 	if p.Input.PartitionKey != "" {

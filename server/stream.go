@@ -15,6 +15,7 @@ import (
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 	"github.com/turbinesql/turbinesql/window"
@@ -70,6 +71,13 @@ type runner struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	// readTopic is the topic the runner consumes: its input's, or the
+	// internal topic of the repartition hop in front of it (hop), whose
+	// partitions' event time comes from the hop's markers (progress).
+	readTopic string
+	hop       *hop
+	progress  map[int32]*shuffle.Progress
+
 	uncommitted bool // processed input not yet committed
 	lastCommit  time.Time
 
@@ -83,7 +91,7 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 	r := &runner{
 		srv: srv, def: def, plan: plan, input: plan.Input, schema: plan.Input.Schema, outN: outN,
 		tsIdx: -1, log: srv.log.With("stream", def.Name),
-		fetchCh: make(chan kgo.Fetches), flushCh: make(chan *flushReq),
+		fetchCh: make(chan kgo.Fetches), flushCh: make(chan *flushReq), readTopic: plan.Input.Topic,
 		done: make(chan struct{}), status: "starting",
 	}
 	if wm := plan.Input.Watermark; wm != nil {
@@ -111,6 +119,16 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 		r.wms.Add(int32(p), 0, 0, 0, false)
 	}
 	return r, nil
+}
+
+// useHop makes the runner read a repartition hop's topic, whose event time
+// comes from markers of nSources source partitions.
+func (r *runner) useHop(h *hop, nSources int) {
+	r.hop, r.readTopic = h, h.topic
+	r.progress = map[int32]*shuffle.Progress{}
+	for p := range r.wms.Parts() {
+		r.progress[p] = shuffle.NewProgress(nSources)
+	}
 }
 
 // restore loads positions and open windows from the state store.
@@ -151,7 +169,7 @@ func (r *runner) start() error {
 	// end is unknown would count as read to its end, and its rows would not
 	// hold the watermark back while another partition's fetch moves it on.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	ends, err := r.srv.kafka.endOffsets(ctx, r.input.Topic)
+	ends, err := r.srv.kafka.endOffsets(ctx, r.readTopic)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", r.def.Name, err)
@@ -163,7 +181,7 @@ func (r *runner) start() error {
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(r.srv.kafka.brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.input.Topic: assign}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.readTopic: assign}),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxPartitionBytes(8<<20),
 	)
@@ -412,6 +430,53 @@ func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
 }
 
 func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Record) ([][]any, error) {
+	if r.hop != nil {
+		return r.processHopped(ctx, p, recs)
+	}
+	return r.processRecords(ctx, p, recs, true)
+}
+
+// processHopped reads a partition of a repartition hop's topic: markers
+// move this partition's event time (the slowest source partition's), data
+// records are processed as if read from the source.
+func (r *runner) processHopped(ctx context.Context, p int32, recs []*kgo.Record) ([][]any, error) {
+	prog := r.progress[p]
+	data := recs[:0:0]
+	for _, rec := range recs {
+		if v, ok := markerOf(rec); ok {
+			m, err := shuffle.DecodeMarker(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%d offset %d: %w", r.readTopic, p, rec.Offset, err)
+			}
+			prog.Observe(m)
+			continue
+		}
+		data = append(data, rec)
+	}
+	var rows [][]any
+	if len(data) > 0 {
+		var err error
+		if rows, err = r.processRecords(ctx, p, data, false); err != nil {
+			return nil, err
+		}
+	}
+	t, ok := prog.Time()
+	r.wms.Read(p, recs[len(recs)-1].Offset+1, t, ok)
+	return rows, nil
+}
+
+func markerOf(rec *kgo.Record) ([]byte, bool) {
+	for _, h := range rec.Headers {
+		if h.Key == shuffle.MarkerHeader {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}
+
+// processRecords decodes and folds records in; ownTime: their event times
+// advance the partition's (false behind a hop, where markers do).
+func (r *runner) processRecords(ctx context.Context, p int32, recs []*kgo.Record, ownTime bool) ([][]any, error) {
 	values := make([][]byte, len(recs))
 	for i, rec := range recs {
 		values[i] = rec.Value
@@ -461,7 +526,9 @@ func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Reco
 			return nil, err
 		}
 	}
-	r.wms.Read(p, recs[len(recs)-1].Offset+1, maxTime, hasTime)
+	if ownTime {
+		r.wms.Read(p, recs[len(recs)-1].Offset+1, maxTime, hasTime)
+	}
 	return rows, nil
 }
 
@@ -513,46 +580,14 @@ func (r *runner) addStats(f func(*streamStats)) {
 	r.mu.Unlock()
 }
 
-// handleDecodeErrors applies the source's on_error policy.
+// handleDecodeErrors applies the source's on_error policy and counts what
+// it did in SHOW STREAMS.
 func (r *runner) handleDecodeErrors(ctx context.Context, p int32, recs []*kgo.Record, derrs []exec.DecodeError) error {
-	policy, dlq := "fail", ""
-	if src := r.input.Source; src != nil {
-		policy, dlq = src.OnError, src.DLQTopic
+	skipped, dead, err := handleDecodeErrors(ctx, r.srv, decodePolicy{name: r.def.Name, input: r.input, log: r.log}, p, recs, derrs)
+	if skipped > 0 || dead > 0 {
+		r.addStats(func(s *streamStats) { s.skipped += int64(skipped); s.dlq += int64(dead) })
 	}
-	switch policy {
-	case "skip":
-		r.srv.metrics.decodeErrors.WithLabelValues(r.def.Name, policy).Add(float64(len(derrs)))
-		r.addStats(func(s *streamStats) { s.skipped += int64(len(derrs)) })
-		for _, de := range derrs {
-			r.log.Warn("skipped undecodable record", "topic", r.input.Topic, "partition", p, "offset", recs[de.Index].Offset, "err", de.Err)
-		}
-		return nil
-	case "dlq":
-		out := make([]*kgo.Record, len(derrs))
-		for i, de := range derrs {
-			src := recs[de.Index]
-			out[i] = &kgo.Record{
-				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp,
-				Headers: []kgo.RecordHeader{
-					{Key: "turbine.error", Value: []byte(de.Err.Error())},
-					{Key: "turbine.source.topic", Value: []byte(src.Topic)},
-					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(src.Partition)))},
-					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(src.Offset, 10))},
-					{Key: "turbine.stream", Value: []byte(r.def.Name)},
-				},
-			}
-			out[i].Partition = src.Partition % int32(r.srv.dlqPartitions(ctx, dlq))
-		}
-		if err := r.srv.kafka.produceSync(ctx, out); err != nil {
-			return fmt.Errorf("write to dead-letter topic %s: %w", dlq, err)
-		}
-		r.srv.metrics.decodeErrors.WithLabelValues(r.def.Name, policy).Add(float64(len(derrs)))
-		r.addStats(func(s *streamStats) { s.dlq += int64(len(derrs)) })
-		return nil
-	}
-	de := derrs[0]
-	return fmt.Errorf("cannot decode record at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
-		r.input.Topic, p, recs[de.Index].Offset, de.Err, r.input.Name)
+	return err
 }
 
 // watermarkWouldMove reports whether the watermark has moved past the one
@@ -762,6 +797,7 @@ func (r *runner) produceKeyed(ctx context.Context, rows [][]any, keys [][]byte) 
 	if len(rows) == 0 {
 		return nil
 	}
+	keys = r.outputKeys(rows, keys) // message_key, when set, keys every row
 	recs := make([]*kgo.Record, len(rows))
 	for i, row := range rows {
 		recs[i] = &kgo.Record{Topic: r.def.Topic, Value: appendJSONRow(nil, r.plan.Output, row)}

@@ -25,7 +25,7 @@ func TestDependencyDirection(t *testing.T) {
 		pkgs      []string
 		forbidden []string
 	}{
-		{[]string{"agg", "window", "state", "types", "exec", "catalog", "sql"},
+		{[]string{"agg", "window", "shuffle", "state", "types", "exec", "catalog", "sql"},
 			[]string{mod + "planner", mod + "pgwire", mod + "server", mod + "cmd/"}},
 		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire"},
 			[]string{"github.com/twmb/franz-go"}},

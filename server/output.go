@@ -1,0 +1,86 @@
+package server
+
+import (
+	"strings"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// keyOutput decides how a stream's output records are keyed, and what a
+// stream reading that output sees as its partition key and event time.
+//
+//   - message_key = 'col': every record is keyed by its row's value of
+//     col, a TEXT column of the output (it stays in the JSON value too); a
+//     NULL is an unkeyed record. Keyed records are placed with murmur2, so
+//     col is the output's partition key.
+//   - otherwise an upsert stream (GROUP BY keys, no window) keys each row by
+//     its group key; when that is one key the select list outputs unchanged
+//     under its own name, that column is the output's partition key.
+//   - otherwise records are unkeyed (spread round robin): no partition key.
+//
+// A stateless stream that outputs its input's watermark column unchanged
+// passes the watermark (column and delay) on to its readers.
+func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
+	if mk, ok := o["message_key"]; ok {
+		i := p.Output.Index(mk.Value)
+		if i < 0 {
+			return sql.Errorf(sql.CodeUndefinedColumn, "message_key %q is not a column of the output of stream %s", mk.Value, def.Name).
+				WithPos(mk.Pos).WithHint("name a TEXT column of the select list: %s", outputNames(p.Output))
+		}
+		if t := p.Output[i].Type; t != types.Text {
+			return sql.Errorf(sql.CodeDatatypeMismatch, "message_key %s is a %s column; it must be TEXT", p.Output[i].Name, t).
+				WithPos(mk.Pos).WithHint("output the key as text, e.g. CAST(%s AS TEXT) AS %s_key, and set message_key = '%s_key'",
+				p.Output[i].Name, p.Output[i].Name, p.Output[i].Name)
+		}
+		def.Options.MessageKey = p.Output[i].Name
+		def.KeyColumn = p.Output[i].Name
+	} else if p.Aggregate && p.Window == nil && len(p.Keys) == 1 {
+		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
+			if c, ok := e.(*exec.ColRef); ok && c.Idx == 0 && strings.EqualFold(p.Output[i].Name, p.KeyNames[0]) {
+				def.KeyColumn = p.Output[i].Name
+				break
+			}
+		}
+	}
+	if wm := p.Input.Watermark; wm != nil && !p.Aggregate {
+		w := p.Input.Schema.Index(wm.Column)
+		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
+			if c, ok := e.(*exec.ColRef); ok && c.Idx == w {
+				def.Watermark = &catalog.Watermark{Column: p.Output[i].Name, DelayMs: wm.DelayMs}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func outputNames(s types.Schema) string {
+	names := make([]string, len(s))
+	for i, f := range s {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// outputKeys is the Kafka key of each output row. With message_key it is
+// the row's value of that column (NULL: nil, an unkeyed record; an empty
+// text is an empty key, as the Java client sends it), whatever key the
+// stream would give the row otherwise; without it, keys as given.
+func (r *runner) outputKeys(rows [][]any, keys [][]byte) [][]byte {
+	mk := r.def.Options.MessageKey
+	if mk == "" {
+		return keys
+	}
+	i := r.plan.Output.Index(mk)
+	out := make([][]byte, len(rows))
+	for j, row := range rows {
+		if s, ok := row[i].(string); ok {
+			out[j] = append([]byte{}, s...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+// Package shuffle holds the pieces of the hops that move records between
+// partitions through internal Kafka topics: their names, the watermark
+// markers a hop sends alongside the records, and the tracking of those
+// markers on the reading side.
+//
+// A repartition hop re-emits every record of a source onto
+// turbine-{app}-rep-{topic}-by-{column}, keyed and placed (murmur2) by the
+// column's value. A partition of that topic receives records from every
+// source partition interleaved, so its own records say nothing about how
+// far the slowest source partition has got. The hop therefore also sends,
+// to every partition of the internal topic, a marker per source partition:
+// "everything of source partition p up to event time t has been sent" (or
+// "p is idle"). A reader's event time on an internal partition is the
+// minimum over the source partitions that are not idle: a window closes
+// only once every source partition has passed it.
+package shuffle
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+)
+
+// RepartitionTopic names the internal topic of a repartition hop.
+func RepartitionTopic(app, topic string, columns []string) string {
+	return "turbine-" + app + "-rep-" + topic + "-by-" + strings.Join(columns, "-")
+}
+
+// MarkerHeader is the Kafka header that makes a record a watermark marker
+// rather than data; its value is the marker's encoding.
+const MarkerHeader = "turbine.marker"
+
+// Marker says how far source partition Source has been sent: every record
+// with event time up to MaxTime (HasTime false: none yet) has gone out
+// before it. Idle: the source partition has had nothing to read for its
+// idle timeout and must not hold readers back.
+type Marker struct {
+	Source  int32
+	MaxTime int64
+	HasTime bool
+	Idle    bool
+}
+
+const markerV1 = 1
+
+// Encode appends the marker's header value.
+func (m Marker) Encode(dst []byte) []byte {
+	flags := byte(0)
+	if m.HasTime {
+		flags |= 1
+	}
+	if m.Idle {
+		flags |= 2
+	}
+	dst = append(dst, markerV1, flags)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.Source))
+	return binary.BigEndian.AppendUint64(dst, uint64(m.MaxTime))
+}
+
+// ErrBadMarker is a marker header that cannot be read.
+var ErrBadMarker = errors.New("shuffle: corrupt watermark marker")
+
+// DecodeMarker reads a marker header value.
+func DecodeMarker(b []byte) (Marker, error) {
+	if len(b) != 14 || b[0] != markerV1 {
+		return Marker{}, ErrBadMarker
+	}
+	return Marker{
+		HasTime: b[1]&1 != 0,
+		Idle:    b[1]&2 != 0,
+		Source:  int32(binary.BigEndian.Uint32(b[2:])),
+		MaxTime: int64(binary.BigEndian.Uint64(b[6:])),
+	}, nil
+}
+
+// Progress tracks the markers one internal partition has received.
+type Progress struct {
+	sources map[int32]Marker
+	want    int // source partitions that must report before there is a time
+}
+
+// NewProgress expects markers from nSources source partitions.
+func NewProgress(nSources int) *Progress {
+	return &Progress{sources: map[int32]Marker{}, want: nSources}
+}
+
+// Observe records a marker (a later one for the same source replaces it;
+// markers of one source arrive in order on one internal partition).
+func (p *Progress) Observe(m Marker) {
+	if old, ok := p.sources[m.Source]; ok && old.HasTime && m.HasTime && m.MaxTime < old.MaxTime {
+		m.MaxTime = old.MaxTime // never back
+	}
+	p.sources[m.Source] = m
+}
+
+// Time is the event time this internal partition has reached: the minimum
+// over source partitions that are not idle; when all are idle, the maximum.
+// ok is false until every source partition has reported, or while one
+// that is not idle has no time yet.
+func (p *Progress) Time() (t int64, ok bool) {
+	if len(p.sources) < p.want {
+		return 0, false
+	}
+	var minActive, maxAll int64
+	anyActive, anyTime := false, false
+	for _, m := range p.sources {
+		if m.HasTime && (!anyTime || m.MaxTime > maxAll) {
+			maxAll, anyTime = m.MaxTime, true
+		}
+		if m.Idle {
+			continue
+		}
+		if !m.HasTime {
+			return 0, false
+		}
+		if !anyActive || m.MaxTime < minActive {
+			minActive, anyActive = m.MaxTime, true
+		}
+	}
+	if anyActive {
+		return minActive, true
+	}
+	return maxAll, anyTime
+}
