@@ -68,10 +68,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Ports below Linux's ephemeral range (ip_local_port_range starts at 32768),
+# so no outgoing connection holds the one picked; a bind race that remains
+# is retried below.
 free_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((12000 + RANDOM % 20000))
     if port_free "$p" && [ "$p" != "${1:-}" ]; then
       echo "$p"
       return
@@ -80,6 +83,10 @@ free_port() {
   echo "test-kafka: no free loopback port found" >&2
   return 1
 }
+# start_broker picks ports, formats a fresh data dir and starts the broker;
+# it fails when the broker does not become ready.
+start_broker() {
+rm -rf "$WORK/data"
 PORT=${KAFKA_PORT:-$(free_port)}
 CPORT=$(free_port "$PORT")
 BROKERS=127.0.0.1:$PORT
@@ -135,16 +142,32 @@ if ! java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.tools.StorageTool format \
   exit 1
 fi
 
-mkdir -p "$WORK/classes"
-javac -d "$WORK/classes" -cp "$LIB/*" "$HERE/Placement.java"
-
 echo "test-kafka: starting kafka.Kafka on $BROKERS (controller on 127.0.0.1:$CPORT)"
 java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.Kafka "$WORK/server.properties" >>"$LOG" 2>&1 &
 BROKER_PID=$!
-if ! "$GO" run ./ci/kafka/kafkaready -brokers "$BROKERS" -pid "$BROKER_PID" -timeout 120s; then
+"$GO" run ./ci/kafka/kafkaready -brokers "$BROKERS" -pid "$BROKER_PID" -timeout 120s
+}
+
+
+mkdir -p "$WORK/classes"
+javac -d "$WORK/classes" -cp "$LIB/*" "$HERE/Placement.java"
+
+# Another process can take a picked port between the check and the bind:
+# then the broker exits with "Address already in use", and it is started
+# again on other ports. Any other failure ends the run.
+for attempt in 1 2 3; do
+  if start_broker; then
+    break
+  fi
+  if [ "$attempt" -lt 3 ] && grep -q "Address already in use" "$LOG"; then
+    echo "test-kafka: a port was taken while the broker started; retrying on other ports" >&2
+    wait "$BROKER_PID" 2>/dev/null || true
+    BROKER_PID=
+    continue
+  fi
   echo "test-kafka: the Kafka broker did not become ready" >&2
   exit 1
-fi
+done
 
 # 3. The tests.
 export TURBINE_TEST_BROKERS=$BROKERS KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
