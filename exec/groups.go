@@ -323,6 +323,25 @@ func (t *GroupTable) PeekDirty() []uint32 {
 	return out
 }
 
+// windowStarts lists the windows holding groups, ascending.
+func (t *GroupTable) windowStarts() []int64 {
+	ws := make([]int64, 0, len(t.windows))
+	for w := range t.windows {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	return ws
+}
+
+// CloseWindowSlot forgets one slot just created (a failed merge): its
+// window goes when it holds nothing else.
+func (t *GroupTable) CloseWindowSlot(s uint32) {
+	w := t.meta[s].Window
+	if g := t.windows[w]; g != nil && len(g.slots) == 1 && g.slots[0] == s {
+		t.CloseWindow(w)
+	}
+}
+
 // AllSlots lists every live slot ordered by window then key (a bounded
 // query emits them all at the end).
 func (t *GroupTable) AllSlots() []uint32 {

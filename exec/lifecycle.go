@@ -233,3 +233,42 @@ func (a *Aggregator) Restore(ref StateRef, val []byte) error {
 	a.Table.Meta(s).Stored = true
 	return a.Table.Merge(s, val)
 }
+
+// MergePartial folds a partial accumulator shipped by a combine hop into
+// the group (window, key), marking it changed.
+func (a *Aggregator) MergePartial(window int64, key []byte, enc []byte) error {
+	s, isNew := a.Table.Lookup(window, key)
+	if err := a.Table.Merge(s, enc); err != nil {
+		if isNew {
+			a.Table.CloseWindowSlot(s)
+		}
+		return err
+	}
+	a.Table.markDirty(s)
+	return nil
+}
+
+// Partial is one group's accumulators as a combine hop ships them.
+type Partial struct {
+	Window int64
+	Key    []byte // encoded group key (AppendKey)
+	Enc    []byte // GroupTable.Encode
+}
+
+// ShipDue removes the windows that end (plus lateness) at or before wm and
+// returns their groups' partial accumulators, in window order: the
+// pre-aggregation side of a combine hop. all ships every window, due or
+// not (a partition going idle hands over what it holds).
+func (a *Aggregator) ShipDue(wm int64, all bool) []Partial {
+	var out []Partial
+	for _, w := range a.Table.windowStarts() {
+		if !all && w+a.Window.Size+a.Lateness > wm {
+			continue
+		}
+		for _, s := range a.Table.WindowSlots(w) {
+			out = append(out, Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)})
+		}
+		a.Table.CloseWindow(w)
+	}
+	return out
+}

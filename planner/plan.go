@@ -469,8 +469,8 @@ func chooseStrategy(p *Plan, requested, src string) error {
 	case "", "auto", StrategyLocal:
 	case StrategyRepartition:
 		return chooseRepartition(p, requested, pk)
-	case "combine":
-		return sql.Errorf(sql.CodeNotSupported, "strategy %q is not supported yet", requested)
+	case StrategyCombine:
+		return chooseCombine(p)
 	default:
 		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
 	}

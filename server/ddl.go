@@ -14,7 +14,7 @@ import (
 )
 
 var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp"}
-var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions"}
+var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions"}
 
 // IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
 // false on an early fire of an open window, true on its one final pane.
@@ -204,7 +204,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if nIn == 0 {
 		return nil, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
 	}
-	if p.Aggregate && p.PartitionKey >= 0 && p.Strategy != planner.StrategyRepartition {
+	if p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal {
 		if err := state.CheckDivisor(p.Input.Topic, nIn, ""); err != nil {
 			if !s.cfg.AllowNonDivisor {
 				return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
@@ -256,6 +256,29 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if h != nil {
 		r.useHop(h, nIn)
 	}
+	if p.Strategy == planner.StrategyCombine {
+		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" || def.Options.EmitEveryMs > 0 {
+			return nil, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness, late_data_topic or EMIT EVERY").
+				WithHint("use strategy 'repartition'")
+		}
+		nCmb, err := st.Options.Count("combine_partitions")
+		if err != nil {
+			return nil, err
+		}
+		if nCmb == 0 {
+			nCmb = nIn
+		}
+		if nCmb != nRead {
+			if r, err = newRunner(s, def, p, nCmb, have); err != nil {
+				return nil, err
+			}
+		}
+		c, err := s.startCombiner(ctx, def, p, nIn, nCmb)
+		if err != nil {
+			return nil, err
+		}
+		r.useCombine(c, nIn)
+	}
 	if err := s.cat.AddStream(def, persist); err != nil {
 		return nil, err
 	}
@@ -263,6 +286,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		_ = s.cat.Drop(catalog.KindStream, def.Name)
 		if h != nil {
 			s.releaseHop(h)
+		}
+		if r.combiner != nil {
+			r.combiner.stop()
 		}
 		return nil, err
 	}

@@ -5,17 +5,19 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the engine's Prometheus series, registered on the server's
 // own registry (never the global one, so tests can run several servers).
 type metrics struct {
-	reg             *prometheus.Registry
-	recordsIn       *prometheus.CounterVec
-	recordsOut      *prometheus.CounterVec
-	lateRows        *prometheus.CounterVec
-	decodeErrors    *prometheus.CounterVec
-	watermark       *prometheus.GaugeVec
-	watermarkLag    *prometheus.GaugeVec
-	batchSeconds    *prometheus.HistogramVec
-	openGroups      *prometheus.GaugeVec
-	recoveredTimers *prometheus.CounterVec
-	idlePartitions  *prometheus.GaugeVec
+	reg                 *prometheus.Registry
+	recordsIn           *prometheus.CounterVec
+	recordsOut          *prometheus.CounterVec
+	lateRows            *prometheus.CounterVec
+	decodeErrors        *prometheus.CounterVec
+	watermark           *prometheus.GaugeVec
+	watermarkLag        *prometheus.GaugeVec
+	batchSeconds        *prometheus.HistogramVec
+	openGroups          *prometheus.GaugeVec
+	recoveredTimers     *prometheus.CounterVec
+	combineLatePartials *prometheus.CounterVec
+	combineLag          *prometheus.GaugeVec
+	idlePartitions      *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -49,12 +51,18 @@ func newMetrics() *metrics {
 		recoveredTimers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_recovered_due_timers_total", Help: "Windows already due when a stream started (closed at once).",
 		}, []string{"stream"}),
+		combineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
+		}, []string{"stream"}),
+		combineLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_combine_min_watermark_lag_ms", Help: "Wall clock minus the event time of the slowest source partition a combine merge stage waits on, named by label.",
+		}, []string{"stream", "source_partition"}),
 		idlePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turbine_idle_partitions", Help: "Input partitions idle (nothing to read for idle_timeout) and not holding the watermark back.",
 		}, []string{"stream"}),
 	}
 	m.reg.MustRegister(m.recordsIn, m.recordsOut, m.lateRows, m.decodeErrors, m.watermark, m.watermarkLag, m.batchSeconds, m.openGroups,
-		m.recoveredTimers, m.idlePartitions,
+		m.recoveredTimers, m.idlePartitions, m.combineLatePartials, m.combineLag,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -72,4 +80,6 @@ func (m *metrics) forget(stream string) {
 	m.openGroups.DeletePartialMatch(l)
 	m.recoveredTimers.DeletePartialMatch(l)
 	m.idlePartitions.DeletePartialMatch(l)
+	m.combineLatePartials.DeletePartialMatch(l)
+	m.combineLag.DeletePartialMatch(l)
 }

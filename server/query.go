@@ -228,6 +228,18 @@ func (s *Server) flush(ctx context.Context) error {
 			}
 		}
 		for _, r := range runners {
+			if r.combiner == nil {
+				continue
+			}
+			e, err := endsOf(r.combiner.src.Topic)
+			if err != nil {
+				return err
+			}
+			if err := r.combiner.flush(ctx, e); err != nil {
+				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err)
+			}
+		}
+		for _, r := range runners {
 			if _, err := endsOf(r.readTopic); err != nil {
 				return err
 			}

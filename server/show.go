@@ -178,6 +178,10 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	if p.Filter != nil {
 		nodes = append(nodes, "Filter: "+p.Filter.String())
 	}
+	if p.Strategy == planner.StrategyCombine {
+		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per (window, key) and ships partials to internal topic %s (murmur2 on the group key; a window closes once every source partition has confirmed it)",
+			p.Input.Name, combineTopic(appID, p.Input.Topic, orName(stream))))
+	}
 	if p.Strategy == planner.StrategyRepartition {
 		nodes = append(nodes, fmt.Sprintf("Repartition by %s: internal topic %s (murmur2 on %s; watermark markers from every source partition)",
 			p.RepartitionBy, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy}), p.RepartitionBy))
@@ -213,4 +217,11 @@ func exprList(es []exec.Expr, out types.Schema) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+func orName(stream string) string {
+	if stream == "" {
+		return "<stream>"
+	}
+	return stream
 }

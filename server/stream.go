@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -76,6 +78,7 @@ type runner struct {
 	// partitions' event time comes from the hop's markers (progress).
 	readTopic string
 	hop       *hop
+	combiner  *combiner // the pre-aggregation side of a combine hop
 	progress  map[int32]*shuffle.Progress
 
 	uncommitted bool // processed input not yet committed
@@ -119,6 +122,62 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 		r.wms.Add(int32(p), 0, 0, 0, false)
 	}
 	return r, nil
+}
+
+// useCombine makes the runner the merge stage of a combine hop: it reads
+// the partials and markers c ships from nSources source partitions.
+func (r *runner) useCombine(c *combiner, nSources int) {
+	r.combiner, r.readTopic = c, c.topic
+	r.progress = map[int32]*shuffle.Progress{}
+	for p := range r.wms.Parts() {
+		r.progress[p] = shuffle.NewProgress(nSources)
+	}
+}
+
+// mergePartials folds shipped partial accumulators into their (window,
+// key) groups. A partial for a window already closed (a redelivery after a
+// crash, under at-least-once) is dropped and counted, never merged into a
+// second pane.
+func (r *runner) mergePartials(recs []*kgo.Record) error {
+	size := r.plan.Window.Spec.Size
+	for _, rec := range recs {
+		var w int64
+		found := false
+		for _, h := range rec.Headers {
+			if h.Key == windowHeader && len(h.Value) == 8 {
+				w, found = int64(binary.BigEndian.Uint64(h.Value)), true
+			}
+		}
+		if !found {
+			return fmt.Errorf("offset %d: a partial without its window", rec.Offset)
+		}
+		if r.hasWM && w+size+r.agg.Lateness <= r.wm {
+			r.srv.metrics.combineLatePartials.WithLabelValues(r.def.Name).Inc()
+			continue
+		}
+		if err := r.agg.MergePartial(w, rec.Key, rec.Value); err != nil {
+			return fmt.Errorf("offset %d: %w", rec.Offset, err)
+		}
+	}
+	r.addStats(func(s *streamStats) { s.in += int64(len(recs)) })
+	return nil
+}
+
+// reportCombineLag sets turbine_combine_min_watermark_lag_ms to the lag of
+// the slowest source partition the merge stage waits on, labelled with it.
+func (r *runner) reportCombineLag() {
+	var slowest int32
+	var t int64
+	found := false
+	for _, prog := range r.progress {
+		if src, st, ok := prog.Slowest(); ok && (!found || st < t) {
+			slowest, t, found = src, st, true
+		}
+	}
+	r.srv.metrics.combineLag.DeletePartialMatch(prometheus.Labels{"stream": r.def.Name})
+	if found {
+		r.srv.metrics.combineLag.WithLabelValues(r.def.Name, strconv.Itoa(int(slowest))).Set(float64(r.srv.clock().UnixMilli() - t))
+	}
 }
 
 // useHop makes the runner read a repartition hop's topic, whose event time
@@ -202,6 +261,9 @@ func (r *runner) stop() {
 	r.cancel()
 	<-r.done
 	r.cl.Close()
+	if r.combiner != nil {
+		r.combiner.stop()
+	}
 }
 
 func (r *runner) poll(ctx context.Context) {
@@ -430,7 +492,7 @@ func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
 }
 
 func (r *runner) processPartition(ctx context.Context, p int32, recs []*kgo.Record) ([][]any, error) {
-	if r.hop != nil {
+	if r.hop != nil || r.combiner != nil {
 		return r.processHopped(ctx, p, recs)
 	}
 	return r.processRecords(ctx, p, recs, true)
@@ -454,7 +516,11 @@ func (r *runner) processHopped(ctx context.Context, p int32, recs []*kgo.Record)
 		data = append(data, rec)
 	}
 	var rows [][]any
-	if len(data) > 0 {
+	if len(data) > 0 && r.combiner != nil {
+		if err := r.mergePartials(data); err != nil {
+			return nil, fmt.Errorf("%s/%d: %w", r.readTopic, p, err)
+		}
+	} else if len(data) > 0 {
 		var err error
 		if rows, err = r.processRecords(ctx, p, data, false); err != nil {
 			return nil, err
@@ -696,6 +762,9 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 		r.srv.metrics.watermarkLag.WithLabelValues(r.def.Name).Set(float64(time.Now().UnixMilli() - r.wm))
 	}
 	r.srv.metrics.idlePartitions.WithLabelValues(r.def.Name).Set(float64(r.stats.idle))
+	if r.combiner != nil {
+		r.reportCombineLag()
+	}
 	return nil
 }
 

@@ -122,3 +122,18 @@ func (p *Progress) Time() (t int64, ok bool) {
 	}
 	return maxAll, anyTime
 }
+
+// Slowest names the source partition that holds this internal partition
+// back: the one, not idle, with the smallest event time (ok false when
+// none has reported one).
+func (p *Progress) Slowest() (source int32, t int64, ok bool) {
+	for _, m := range p.sources {
+		if m.Idle || !m.HasTime {
+			continue
+		}
+		if !ok || m.MaxTime < t {
+			source, t, ok = m.Source, m.MaxTime, true
+		}
+	}
+	return source, t, ok
+}

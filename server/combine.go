@@ -1,0 +1,396 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/window"
+)
+
+// windowHeader carries a partial's window start (8 bytes, big-endian).
+const windowHeader = "turbine.window"
+
+// combiner is the pre-aggregation side of a combine hop: one aggregator
+// per source partition folds that partition's rows into per-(window, key)
+// partial accumulators; when the partition's own watermark passes a
+// window's end, the window's partials are shipped to the internal topic
+// keyed (murmur2) by the group key, followed by a marker to every internal
+// partition saying how far that source partition has shipped. The stream's
+// runner is the merge stage behind it.
+//
+// Its restart position per source partition is the first offset of a row
+// in a window not shipped yet, so a restart re-reads exactly what it had
+// not handed on; windows shipped before are recorded (the shipped
+// watermark) and their rows dropped on the re-read. At-least-once: a crash
+// between shipping and committing ships those partials again, and the
+// merge stage drops those that arrive after their window closed.
+type combiner struct {
+	srv    *Server
+	stream string
+	src    *catalog.Source
+	plan   *planner.Plan
+	topic  string
+	outN   int
+	name   string // state name
+	log    *slog.Logger
+
+	dec     *exec.JSONDecoder
+	wms     *window.Watermarks
+	aggs    map[int32]*exec.Aggregator
+	shipped map[int32]int64 // per source partition: windows ending at or before it were shipped
+	hasShip map[int32]bool
+	minOff  map[int32]map[int64]int64 // per source partition, window: first offset of a row in it
+	idle    map[int32]bool
+	late    int64
+
+	cl      *kgo.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
+	flushCh chan *flushReq
+	pending []*flushReq
+	mu      sync.Mutex
+	err     error
+}
+
+// combineTopic names a combine hop's internal topic.
+func combineTopic(app, topic, windowName string) string {
+	return "turbine-" + app + "-cmb-" + topic + "-" + windowName
+}
+
+func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *planner.Plan, nIn, nOut int) (*combiner, error) {
+	topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
+	if err := state.CheckDivisor(topic, nOut, "combine_partitions"); err != nil && !s.cfg.AllowNonDivisor {
+		return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+	}
+	have, err := s.kafka.ensureTopic(ctx, topic, nOut, nil)
+	if err != nil {
+		return nil, err
+	}
+	if have != nOut {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "combine topic %q exists with %d partitions, not %d", topic, have, nOut).
+			WithHint("delete the topic deliberately, or set combine_partitions = %d", have)
+	}
+	src := p.Input.Source
+	c := &combiner{srv: s, stream: def.Name, src: src, plan: p, topic: topic, outN: nOut, name: "__cmb/" + topic,
+		log: s.log.With("combine", topic), aggs: map[int32]*exec.Aggregator{}, shipped: map[int32]int64{},
+		hasShip: map[int32]bool{}, minOff: map[int32]map[int64]int64{}, idle: map[int32]bool{},
+		done: make(chan struct{}), flushCh: make(chan *flushReq)}
+	c.dec = exec.NewJSONDecoder(decodeSchema(p.Input), nil)
+	delay := int64(0)
+	if src.Watermark != nil {
+		delay = src.Watermark.DelayMs
+	}
+	idle := src.IdleTimeoutMs
+	if idle <= 0 {
+		idle = DefaultIdleTimeoutMs
+	}
+	c.wms = window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock)
+	metas, err := s.store.Partitions(c.name)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := s.kafka.endOffsets(ctx, src.Topic)
+	if err != nil {
+		return nil, err
+	}
+	assign := map[int32]kgo.Offset{}
+	for q := int32(0); q < int32(nIn); q++ {
+		a, err := buildAggregator(p, 0)
+		if err != nil {
+			return nil, err
+		}
+		c.aggs[q] = a
+		c.minOff[q] = map[int64]int64{}
+		m := metas[q]
+		c.wms.Add(q, m.Offset, ends[q], 0, false)
+		c.shipped[q], c.hasShip[q] = m.MaxTime, m.HasTime
+		assign[q] = kgo.NewOffset().At(m.Offset)
+	}
+	c.cl, err = kgo.NewClient(kgo.SeedBrokers(s.kafka.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{src.Topic: assign}),
+		kgo.FetchMaxWait(250*time.Millisecond), kgo.FetchMaxPartitionBytes(8<<20))
+	if err != nil {
+		return nil, fmt.Errorf("consumer for combine hop %s: %w", topic, err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.loop(rctx)
+	return c, nil
+}
+
+func (c *combiner) stop() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
+}
+
+func (c *combiner) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *combiner) fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	c.log.Error("combine hop failed", "err", err)
+}
+
+func (c *combiner) loop(ctx context.Context) {
+	defer close(c.done)
+	fetches := make(chan kgo.Fetches)
+	go func() {
+		for {
+			fs := c.cl.PollRecords(ctx, 50_000)
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case fetches <- fs:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	all := map[int32]bool{}
+	for q := range c.wms.Parts() {
+		all[q] = true
+	}
+	if err := c.ship(ctx, all, nil); err != nil && ctx.Err() == nil {
+		c.fail(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if c.failed() != nil {
+				continue
+			}
+			// A partition that went idle hands over everything it holds.
+			changed := map[int32]bool{}
+			for q, ps := range c.wms.Parts() {
+				if idle := c.wms.Idle(ps); idle != c.idle[q] {
+					changed[q] = true
+				}
+			}
+			if len(changed) > 0 {
+				if err := c.ship(ctx, changed, changed); err != nil && ctx.Err() == nil {
+					c.fail(err)
+				}
+			}
+		case fs := <-fetches:
+			if c.failed() == nil {
+				if err := c.process(ctx, fs); err != nil && ctx.Err() == nil {
+					c.fail(err)
+				}
+			}
+		case req := <-c.flushCh:
+			c.pending = append(c.pending, req)
+		}
+		c.checkPending(ctx)
+	}
+}
+
+// process folds one fetch into the per-partition aggregators, then ships
+// what became due.
+func (c *combiner) process(ctx context.Context, fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) {
+			return nil
+		}
+		return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	touched := map[int32]bool{}
+	var err error
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		ps := c.wms.Part(fp.Partition)
+		if err != nil || ps == nil {
+			return
+		}
+		c.wms.SawEnd(fp.Partition, fp.HighWatermark)
+		recs := fp.Records
+		for len(recs) > 0 && recs[0].Offset < ps.Next {
+			recs = recs[1:]
+		}
+		if len(recs) == 0 {
+			return
+		}
+		err = c.fold(ctx, fp.Partition, recs)
+		touched[fp.Partition] = true
+	})
+	if err != nil || len(touched) == 0 {
+		return err
+	}
+	return c.ship(ctx, touched, nil)
+}
+
+func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error {
+	values := make([][]byte, len(recs))
+	for i, r := range recs {
+		values[i] = r.Value
+	}
+	rec, decoded, derrs := c.dec.Decode(values)
+	defer rec.Release()
+	if len(derrs) > 0 {
+		pol := decodePolicy{name: c.stream, input: c.plan.Input, log: c.log}
+		if _, _, err := handleDecodeErrors(ctx, c.srv, pol, q, recs, derrs); err != nil {
+			return err
+		}
+	}
+	b := exec.BatchOf(rec, c.plan.Input.Schema)
+	fillKafkaTime(c.plan.Input, b, recs, decoded)
+	if c.plan.NeedsSeq {
+		appendSeq(b, recs, decoded)
+	}
+	ts := b.Cols[c.plan.Window.TimeIdx]
+	size := c.plan.Window.Spec.Size
+	var maxTime int64
+	hasTime := false
+	mins := c.minOff[q]
+	for i, idx := range decoded[:b.N] {
+		if ts.IsNull(i) {
+			continue
+		}
+		t := ts.I[i]
+		if !hasTime || t > maxTime {
+			maxTime, hasTime = t, true
+		}
+		w := window.FloorTo(t, size)
+		if off, ok := mins[w]; !ok || recs[idx].Offset < off {
+			mins[w] = recs[idx].Offset
+		}
+	}
+	late, err := c.aggs[q].Consume(b, c.shipped[q], c.hasShip[q])
+	if err != nil {
+		return fmt.Errorf("%s/%d: %w", c.src.Topic, q, err)
+	}
+	if len(late) > 0 {
+		c.srv.metrics.lateRows.WithLabelValues(c.stream, "dropped").Add(float64(len(late)))
+		c.mu.Lock()
+		c.late += int64(len(late))
+		c.mu.Unlock()
+	}
+	c.wms.Read(q, recs[len(recs)-1].Offset+1, maxTime, hasTime)
+	return nil
+}
+
+// ship sends the partials of the windows the given source partitions'
+// watermarks have passed (everything they hold for those in all), then a
+// marker per partition to every internal partition, then commits the
+// restart positions.
+func (c *combiner) ship(ctx context.Context, which, all map[int32]bool) error {
+	var recs []*kgo.Record
+	for q := range which {
+		ps := c.wms.Part(q)
+		a := c.aggs[q]
+		wm := ps.MaxTime - c.wms.Delay
+		if !ps.HasTime && !all[q] {
+			continue
+		}
+		for _, part := range a.ShipDue(wm, all[q]) {
+			key := part.Key
+			hdr := binary.BigEndian.AppendUint64(nil, uint64(part.Window))
+			recs = append(recs, &kgo.Record{Topic: c.topic, Key: key, Value: part.Enc, Partition: state.PartitionFor(key, c.outN),
+				Headers: []kgo.RecordHeader{{Key: windowHeader, Value: hdr}}})
+			delete(c.minOff[q], part.Window)
+		}
+		if ps.HasTime && (!c.hasShip[q] || wm > c.shipped[q]) {
+			c.shipped[q], c.hasShip[q] = wm, true
+		}
+	}
+	for q := range which {
+		ps := c.wms.Part(q)
+		idle := c.wms.Idle(ps)
+		c.idle[q] = idle
+		m := shuffle.Marker{Source: q, MaxTime: ps.MaxTime, HasTime: ps.HasTime, Idle: idle}
+		val := m.Encode(nil)
+		for r := 0; r < c.outN; r++ {
+			recs = append(recs, &kgo.Record{Topic: c.topic, Partition: int32(r), Headers: []kgo.RecordHeader{{Key: shuffle.MarkerHeader, Value: val}}})
+		}
+	}
+	if err := c.srv.kafka.produceSync(ctx, recs); err != nil {
+		return fmt.Errorf("write to %s: %w", c.topic, err)
+	}
+	b := c.srv.store.NewBatch(c.name)
+	defer b.Close()
+	for q, ps := range c.wms.Parts() {
+		restart := ps.Next
+		for _, off := range c.minOff[q] {
+			restart = min(restart, off)
+		}
+		if err := b.PutPartition(q, state.PartitionMeta{Offset: restart, MaxTime: c.shipped[q], HasTime: c.hasShip[q]}); err != nil {
+			return err
+		}
+	}
+	return b.Commit()
+}
+
+// flush blocks until the hop has read its source up to targets and handed
+// over everything it holds for them (FLUSH: partitions at their end are
+// idle).
+func (c *combiner) flush(ctx context.Context, targets map[int32]int64) error {
+	req := &flushReq{targets: targets, done: make(chan error, 1)}
+	select {
+	case c.flushCh <- req:
+	case <-c.done:
+		return fmt.Errorf("combine hop %s stopped", c.topic)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *combiner) checkPending(ctx context.Context) {
+	if len(c.pending) == 0 {
+		return
+	}
+	if err := c.failed(); err != nil {
+		for _, req := range c.pending {
+			req.done <- fmt.Errorf("combine hop %s: %w", c.topic, err)
+		}
+		c.pending = nil
+		return
+	}
+	var keep []*flushReq
+	for _, req := range c.pending {
+		ready := true
+		for q, t := range req.targets {
+			if ps := c.wms.Part(q); ps != nil && ps.Next < t {
+				ready = false
+			}
+		}
+		if !ready {
+			keep = append(keep, req)
+			continue
+		}
+		all := map[int32]bool{}
+		for q, t := range req.targets {
+			c.wms.FlushedTo(q, t)
+			all[q] = true
+		}
+		req.done <- c.ship(ctx, all, all)
+	}
+	c.pending = keep
+}

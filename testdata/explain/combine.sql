@@ -1,0 +1,6 @@
+-- strategy = 'combine': partial aggregates per source partition, merged behind an internal topic.
+CREATE SOURCE tx (tenant TEXT, user_id TEXT, amount BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (topic = 'tx', partitions = 4, partition_key = 'tenant');
+EXPLAIN CREATE STREAM per_user WITH (strategy = 'combine') AS
+  SELECT user_id, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(amount) AS total
+  FROM tx GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE);
