@@ -20,6 +20,16 @@ const StrategyCombine = "combine"
 // mergeable aggregates; anything else is refused naming what stands in
 // the way.
 func chooseCombine(p *Plan) error {
+	if err := combinable(p); err != nil {
+		return err
+	}
+	p.Strategy, p.Rule = StrategyCombine, "StrategyOption"
+	p.Reason = fmt.Sprintf("strategy = 'combine' was requested: each partition of %s ships partial [%s] per (window, key)", p.Input.Name, strings.Join(aggTexts(p), ", "))
+	return nil
+}
+
+// combinable says why the query cannot use a combine hop (nil: it can).
+func combinable(p *Plan) error {
 	if p.Input.Source == nil {
 		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' reads a source; %s is a stream", p.Input.Name)
 	}
@@ -36,8 +46,6 @@ func chooseCombine(p *Plan) error {
 			return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs mergeable aggregates; %s is not", c.Text)
 		}
 	}
-	p.Strategy, p.Rule = StrategyCombine, "StrategyOption"
-	p.Reason = fmt.Sprintf("strategy = 'combine' was requested: each partition of %s ships partial [%s] per (window, key)", p.Input.Name, strings.Join(aggTexts(p), ", "))
 	return nil
 }
 

@@ -139,6 +139,11 @@ type Plan struct {
 	// (Strategy repartition); the aggregation then reads the hop's topic,
 	// partitioned by it.
 	RepartitionBy string
+	// CombineEligible: strategy auto, and a combine hop could serve the
+	// query as well as the repartition hop chosen so far.
+	CombineEligible bool
+	// Estimate is what the cost rule measured, for EXPLAIN (nil: none).
+	Estimate *Estimate
 }
 
 // PostAggSchema is the row the aggregation emits: keys, window bounds, aggregates.
@@ -475,7 +480,13 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
 	}
 	if p.PartitionKey < 0 && requested != StrategyLocal {
-		return chooseRepartition(p, requested, pk)
+		if err := chooseRepartition(p, requested, pk); err != nil {
+			return err
+		}
+		// Both hops can serve this query: the cost rule (ChooseByCost)
+		// picks one once the caller has sampled the source.
+		p.CombineEligible = combinable(p) == nil
+		return nil
 	}
 	if p.PartitionKey < 0 {
 		why := fmt.Sprintf("%s has no partition_key", p.Input.Name)

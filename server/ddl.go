@@ -164,6 +164,14 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 	if err != nil {
 		return nil, nil, err
 	}
+	if p.CombineEligible && def.Options.Strategy == "auto" {
+		est, err := s.estimate(p)
+		if err != nil {
+			s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
+			est = nil
+		}
+		planner.ChooseByCost(p, est)
+	}
 	def.Input = p.Input.Name
 	if st.EmitEveryMs > 0 {
 		if p.Window == nil {

@@ -157,6 +157,12 @@ func (k *kafka) produceSync(ctx context.Context, recs []*kgo.Record) error {
 // time of the call and hands each record to fn, in partition then offset
 // order.
 func (k *kafka) readAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
+	return k.readTail(ctx, topic, -1, fn)
+}
+
+// readTail is readAll limited to the last `last` records of each partition
+// (last < 0: all of them), as they are now.
+func (k *kafka) readTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
 	ends, err := k.endOffsets(ctx, topic)
 	if err != nil {
 		return err
@@ -171,6 +177,9 @@ func (k *kafka) readAll(ctx context.Context, topic string, fn func(*kgo.Record) 
 		start := int64(0)
 		if so, ok := starts.Lookup(topic, p); ok {
 			start = so.Offset
+		}
+		if last >= 0 && end-last > start {
+			start = end - last
 		}
 		if end > start {
 			assign[p] = kgo.NewOffset().At(start)

@@ -198,6 +198,10 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	}
 	nodes = append(nodes, src+")")
 	out := []string{fmt.Sprintf("Strategy: %s (rule %s: %s)", p.Strategy, p.Rule, p.Reason)}
+	if e := p.Estimate; e != nil {
+		out = append(out, fmt.Sprintf("Estimate: %d rows sampled from %d partitions; %.1f rows per window, %.1f keys per window per partition; repartition %d records (%d bytes), combine %d partials (%d bytes)",
+			e.SampleRows, e.Partitions, e.RowsPerWindow, e.KeysPerWindowPartition, e.RepartitionRecords, e.RepartitionBytes, e.CombineRecords, e.CombineBytes))
+	}
 	for i, n := range nodes {
 		prefix := ""
 		if i > 0 {

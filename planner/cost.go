@@ -1,0 +1,47 @@
+package planner
+
+import "fmt"
+
+// Estimate is what the cost rule compares: what each hop would move
+// through the broker for a sample of the source, measured by running both
+// on it (the caller does; the planner does not read Kafka).
+type Estimate struct {
+	SampleRows int64 // rows decoded from the sample (the last records of each partition)
+	Partitions int   // source partitions sampled
+	Windows    int64 // distinct (partition, window) pairs in the sample
+	// KeysPerWindowPartition: distinct group keys per window per source
+	// partition, the number of partials combine ships for each.
+	KeysPerWindowPartition float64
+	RowsPerWindow          float64 // rows per window, all partitions together
+	RepartitionRecords     int64   // records the repartition hop would re-emit
+	RepartitionBytes       int64
+	CombineRecords         int64 // partials the combine hop would ship
+	CombineBytes           int64
+	EventsPerSecond        float64 // rate of the sample in event time (0: unknown)
+}
+
+// ChooseByCost is the cost rule between the two hops when strategy is auto
+// and both apply: combine when its partials are fewer bytes than the rows
+// repartition would move. With no rows to sample it picks combine, which
+// never ships more records than repartition: at most one partial per key,
+// window and source partition, against one record per row.
+func ChooseByCost(p *Plan, e *Estimate) {
+	if !p.CombineEligible {
+		return
+	}
+	p.Estimate = e
+	if e == nil || e.SampleRows == 0 {
+		p.Strategy, p.Rule = StrategyCombine, "CostModel"
+		p.Reason = fmt.Sprintf("no rows in %s to sample: combine ships at most one partial per key, window and partition, never more records than repartition", p.Input.Name)
+		return
+	}
+	if e.CombineBytes < e.RepartitionBytes {
+		p.Strategy, p.Rule = StrategyCombine, "CostModel"
+		p.Reason = fmt.Sprintf("combine would ship %d bytes in %d partials against %d bytes in %d rows for repartition (%.1fx fewer bytes)",
+			e.CombineBytes, e.CombineRecords, e.RepartitionBytes, e.RepartitionRecords, float64(e.RepartitionBytes)/float64(max(e.CombineBytes, 1)))
+		return
+	}
+	p.Rule = "CostModel"
+	p.Reason = fmt.Sprintf("repartition would move %d bytes in %d rows against %d bytes in %d partials for combine",
+		e.RepartitionBytes, e.RepartitionRecords, e.CombineBytes, e.CombineRecords)
+}
