@@ -155,7 +155,7 @@ func (c *combiner) loop(ctx context.Context) {
 	fetches := make(chan kgo.Fetches)
 	go func() {
 		for {
-			fs := c.cl.PollRecords(ctx, 50_000)
+			fs := c.cl.PollRecords(ctx, c.srv.pollRecords())
 			if ctx.Err() != nil {
 				return
 			}

@@ -156,7 +156,7 @@ func (h *hop) loop(ctx context.Context) {
 	fetches := make(chan kgo.Fetches)
 	go func() {
 		for {
-			fs := h.cl.PollRecords(ctx, 50_000)
+			fs := h.cl.PollRecords(ctx, h.srv.pollRecords())
 			if ctx.Err() != nil {
 				return
 			}

@@ -43,9 +43,23 @@ type Config struct {
 	// batching them bounds that cost, at the price of this much latency on
 	// a window's close. Zero means DefaultCommitInterval.
 	CommitInterval time.Duration
+	// MaxPollRecords bounds the records a stream or hop takes from one poll
+	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
+	// results do not depend on batching.
+	MaxPollRecords int
 	// Clock is the wall clock of idleness timeouts; nil is time.Now.
 	// Tests inject their own.
 	Clock func() time.Time
+}
+
+// DefaultMaxPollRecords is the batch bound when Config sets none.
+const DefaultMaxPollRecords = 50_000
+
+func (s *Server) pollRecords() int {
+	if s.cfg.MaxPollRecords > 0 {
+		return s.cfg.MaxPollRecords
+	}
+	return DefaultMaxPollRecords
 }
 
 // DefaultCommitInterval is the commit cadence when Config sets none.

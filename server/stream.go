@@ -268,7 +268,7 @@ func (r *runner) stop() {
 
 func (r *runner) poll(ctx context.Context) {
 	for {
-		fs := r.cl.PollRecords(ctx, 50_000)
+		fs := r.cl.PollRecords(ctx, r.srv.pollRecords())
 		if ctx.Err() != nil {
 			return
 		}
