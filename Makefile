@@ -63,7 +63,8 @@ fuzz:
 # Benchmarks; each prints its figures and a baseline measured in the same
 # run: the hash aggregation against a Go map loop, JSON decoding against
 # encoding/json, and end to end (broker in a child process) TUMBLE and HOP
-# against a read-only consumer.
+# against a read-only consumer; and the repartition and combine hops against
+# each other under Zipf skew.
 bench:
 	$(GO) run ./bench/hashagg -rows 10000000
 	$(GO) run ./bench/decode -records 2000000
@@ -71,6 +72,8 @@ bench:
 	$(GO) run ./bench/e2e -events 1000000 -keys 10000 -window hop
 	$(GO) run ./bench/e2e -events 1000000 -keys 100 -window tumble
 	$(GO) run ./bench/e2e -events 1000000 -keys 100 -window hop
+	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
+	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

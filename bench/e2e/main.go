@@ -9,60 +9,39 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turbinesql/turbinesql/bench/harness"
 	"github.com/turbinesql/turbinesql/server"
 	"github.com/turbinesql/turbinesql/state"
 )
 
 func main() {
+	harness.MaybeRunBroker()
 	events := flag.Int("events", 1_000_000, "events to produce")
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	parts := flag.Int("partitions", 4, "source partitions")
 	span := flag.Duration("span", 100*time.Second, "event time the events span (evenly spaced)")
 	flag.StringVar(&windowKind, "window", "tumble", "tumble: TUMBLE(ts, 10 s); hop: HOP(ts, 1 s, 10 s)")
-	brokerChild := flag.Bool("broker-child", false, "internal: run only the broker and print its address")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the streaming phase to this file")
 	flag.Parse()
-	if *brokerChild {
-		runBroker()
-		return
-	}
 	cpuProfile = *profile
 	if err := run(*events, *keys, *parts, *span); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-func peakRSSMB() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
 }
 
 func run(events, keys, parts int, span time.Duration) error {
@@ -72,7 +51,7 @@ func run(events, keys, parts int, span time.Duration) error {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	broker, stop, err := startBrokerChild()
+	broker, stop, err := harness.StartBroker()
 	if err != nil {
 		return err
 	}
@@ -121,7 +100,7 @@ func run(events, keys, parts int, span time.Duration) error {
 	fmt.Printf("produced %d events (%.1f MB) over %d keys, %s of event time, in %.2fs\n", events, float64(bytes)/1e6, keys, span, time.Since(t0).Seconds())
 
 	// Baseline: read the topic back with a plain consumer, no decoding.
-	cpu0, w0 := cpuSeconds(), time.Now()
+	cpu0, w0 := harness.CPUSeconds(), time.Now()
 	cons, err := kgo.NewClient(kgo.SeedBrokers(srv.KafkaAddrs()...), kgo.ConsumeTopics("ev"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err
@@ -131,7 +110,7 @@ func run(events, keys, parts int, span time.Duration) error {
 		n += fs.NumRecords()
 	}
 	cons.Close()
-	readWall, readCPU := time.Since(w0).Seconds(), cpuSeconds()-cpu0
+	readWall, readCPU := time.Since(w0).Seconds(), harness.CPUSeconds()-cpu0
 	fmt.Printf("baseline read-only consumer: %.0f events/s, %.0f events per CPU-second\n", float64(events)/readWall, float64(events)/readCPU)
 
 	if cpuProfile != "" {
@@ -144,7 +123,7 @@ func run(events, keys, parts int, span time.Duration) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0, w0 = cpuSeconds(), time.Now()
+	cpu0, w0 = harness.CPUSeconds(), time.Now()
 	query := `CREATE STREAM agg WITH (topic = 'agg') AS
 		SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS w, COUNT(*) AS n
 		FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`
@@ -161,7 +140,7 @@ func run(events, keys, parts int, span time.Duration) error {
 	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
 		return err
 	}
-	wall, cpu := time.Since(w0).Seconds(), cpuSeconds()-cpu0
+	wall, cpu := time.Since(w0).Seconds(), harness.CPUSeconds()-cpu0
 	var out, in, late int64
 	rows, err := conn.Query(ctx, "SHOW STREAMS")
 	if err != nil {
@@ -181,7 +160,7 @@ func run(events, keys, parts int, span time.Duration) error {
 	fmt.Printf("stream GROUP BY k, %s COUNT(*): %d events in, %d panes out, %d late\n", label, in, out, late)
 	fmt.Printf("  %.0f events/s wall, %.0f events per engine CPU-second (broker in its own process), ratio to read-only baseline %.2f\n",
 		float64(events)/wall, float64(events)/cpu, (float64(events)/cpu)/(float64(events)/readCPU))
-	fmt.Printf("  peak RSS %.0f MB\n", peakRSSMB())
+	fmt.Printf("  peak RSS %.0f MB\n", harness.PeakRSSMB())
 	return nil
 }
 
@@ -189,45 +168,3 @@ var (
 	cpuProfile string
 	windowKind string
 )
-
-// runBroker is the child process: a kfake broker on a free loopback port.
-// It prints the address, then runs until its stdin closes (the parent
-// exiting closes it, so no broker outlives a bench run).
-func runBroker() {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, "127.0.0.1:0")
-	}))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "broker:", err)
-		os.Exit(1)
-	}
-	fmt.Println(c.ListenAddrs()[0])
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	c.Close()
-}
-
-func startBrokerChild() (addr string, stop func(), err error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", nil, err
-	}
-	cmd := exec.Command(self, "-broker-child")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start broker process: %w", err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return "", nil, fmt.Errorf("broker process gave no address: %w", err)
-	}
-	return strings.TrimSpace(line), func() { stdin.Close(); _ = cmd.Wait() }, nil
-}

@@ -1,0 +1,81 @@
+// Package harness holds what the end-to-end benchmarks share: a Kafka
+// broker in a child process (so the CPU time a benchmark reads is the
+// engine's own), and the process's CPU time and peak RSS.
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+const childFlag = "-broker-child"
+
+// MaybeRunBroker is the first call of a benchmark's main: started as the
+// broker child, it runs the broker until its stdin closes, and exits.
+func MaybeRunBroker() {
+	if len(os.Args) < 2 || os.Args[1] != childFlag {
+		return
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	}))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+	fmt.Println(c.ListenAddrs()[0])
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent exiting closes it
+	c.Close()
+	os.Exit(0)
+}
+
+// StartBroker starts a kfake broker in a child process (this binary, run
+// with the child flag) and returns its address and a stop function.
+func StartBroker() (addr string, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, childFlag)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start broker process: %w", err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return "", nil, fmt.Errorf("broker process gave no address: %w", err)
+	}
+	return strings.TrimSpace(line), func() { stdin.Close(); _ = cmd.Wait() }, nil
+}
+
+// CPUSeconds is the CPU time of this process so far (user + system).
+func CPUSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// PeakRSSMB is this process's peak resident set size.
+func PeakRSSMB() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
