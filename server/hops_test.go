@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/shuffle"
+)
+
+// TestCombineLatePartial redelivers a partial after its window closed (as
+// a crash between shipping and committing would under at-least-once): the
+// merge stage drops it, counts it in turbine_combine_late_partials_total,
+// and the pane stays as it was emitted once. It also checks the lag gauge
+// names a source partition.
+func TestCombineLatePartial(t *testing.T) {
+	if testBrokers() != "" {
+		t.Skip("names internal topics after the embedded server's app id")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startTestServer(t, t.TempDir())
+	defer srv.Close()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'tx', partitions = 2, partition_key = 'tenant')`,
+		`CREATE STREAM per_user WITH (topic = 'per_user', strategy = 'combine') AS SELECT user_id, COUNT(*) AS n FROM tx GROUP BY user_id, TUMBLE(ts, INTERVAL '10' SECOND)`,
+		`INSERT INTO tx VALUES ('t1', 'u1', TIMESTAMP '2026-01-01 00:00:01'), ('t2', 'u1', TIMESTAMP '2026-01-01 00:00:02'), ('t3', 'u1', TIMESTAMP '2026-01-01 00:00:30')`,
+		`FLUSH`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var partial *kgo.Record
+	if err := srv.kafka.readAll(ctx, combineTopic("slt", "tx", "per_user"), func(r *kgo.Record) error {
+		if _, isMarker := markerOf(r); !isMarker && partial == nil {
+			partial = r
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if partial == nil {
+		t.Fatal("no partial on the combine topic")
+	}
+	again := &kgo.Record{Topic: partial.Topic, Partition: partial.Partition, Key: partial.Key, Value: partial.Value, Headers: partial.Headers}
+	if err := srv.kafka.produceSync(ctx, []*kgo.Record{again}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	var panes, n int64
+	if err := conn.QueryRow(ctx, "SELECT COUNT(*), MAX(n) FROM per_user WHERE user_id = 'u1'").Scan(&panes, &n); err != nil {
+		t.Fatal(err)
+	}
+	if panes != 1 || n != 2 {
+		t.Fatalf("u1: %d panes, n = %d; want one pane of 2", panes, n)
+	}
+	var m dto.Metric
+	if err := srv.metrics.combineLatePartials.WithLabelValues("per_user").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Fatalf("turbine_combine_late_partials_total = %v, want 1", got)
+	}
+	// FLUSH made every source partition idle: nothing is waited on. New
+	// input makes them active again, and the gauge names the slowest.
+	if _, err := conn.Exec(ctx, `INSERT INTO tx VALUES ('t1', 'u2', TIMESTAMP '2026-01-01 00:00:40'), ('t2', 'u2', TIMESTAMP '2026-01-01 00:00:41')`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !lagNamed(t, srv) {
+		if time.Now().After(deadline) {
+			t.Fatal("turbine_combine_min_watermark_lag_ms does not name a source partition")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func lagNamed(t *testing.T, srv *Server) bool {
+	fams, err := srv.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "turbine_combine_min_watermark_lag_ms" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source_partition" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestInternalTopicCountMismatch: a hop's internal topic that exists with
+// another partition count is refused, naming the topic and what to do.
+func TestInternalTopicCountMismatch(t *testing.T) {
+	if testBrokers() != "" {
+		t.Skip("names internal topics after the embedded server's app id")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startTestServer(t, t.TempDir())
+	defer srv.Close()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	rep := shuffle.RepartitionTopic("slt", "tx", []string{"user_id"})
+	for _, q := range []string{
+		`CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP) WITH (topic = 'tx', partitions = 4, partition_key = 'tenant')`,
+		`CREATE SOURCE squatter (x TEXT) WITH (topic = '` + rep + `', partitions = 2)`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_, err := conn.Exec(ctx, `CREATE STREAM by_user WITH (strategy = 'repartition') AS SELECT user_id, COUNT(*) AS n FROM tx GROUP BY user_id`)
+	if err == nil || !strings.Contains(err.Error(), "exists with 2 partitions, not 4") || !strings.Contains(err.Error(), "22023") {
+		t.Fatalf("got %v, want the count mismatch refused (22023)", err)
+	}
+}
