@@ -45,3 +45,17 @@ func ChooseByCost(p *Plan, e *Estimate) {
 	p.Reason = fmt.Sprintf("repartition would move %d bytes in %d rows against %d bytes in %d partials for combine",
 		e.RepartitionBytes, e.RepartitionRecords, e.CombineBytes, e.CombineRecords)
 }
+
+// UseRecorded applies the strategy the cost rule chose when the stream was
+// created (a restart plans the stream again; the data sampled then may
+// differ, the state already laid out may not).
+func UseRecorded(p *Plan, strategy string) {
+	if !p.CombineEligible {
+		return
+	}
+	if strategy == StrategyCombine {
+		p.Strategy = StrategyCombine
+	}
+	p.Rule = "CostModel"
+	p.Reason = fmt.Sprintf("%s, as the cost rule chose when the stream was created", p.Strategy)
+}

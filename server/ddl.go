@@ -16,6 +16,10 @@ import (
 var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp"}
 var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions"}
 
+// planStrategy names the recorded strategy of a stream whose cost rule
+// chose it.
+const planStrategy = "strategy"
+
 // IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
 // false on an early fire of an open window, true on its one final pane.
 const IsFinalColumn = "is_final"
@@ -165,12 +169,23 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, err
 	}
 	if p.CombineEligible && def.Options.Strategy == "auto" {
-		est, err := s.estimate(p)
+		// The cost rule decides once, when the stream is created: its
+		// state is laid out for the hop it chose, so a restart (which
+		// plans the stream again) takes the recorded choice.
+		recorded, err := s.store.Plan(def.Name, planStrategy)
 		if err != nil {
-			s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
-			est = nil
+			return nil, nil, err
 		}
-		planner.ChooseByCost(p, est)
+		if recorded != "" {
+			planner.UseRecorded(p, recorded)
+		} else {
+			est, err := s.estimate(p)
+			if err != nil {
+				s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
+				est = nil
+			}
+			planner.ChooseByCost(p, est)
+		}
 	}
 	def.Input = p.Input.Name
 	if st.EmitEveryMs > 0 {
@@ -299,6 +314,11 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 			r.combiner.stop()
 		}
 		return nil, err
+	}
+	if persist && p.CombineEligible {
+		if err := s.store.PutPlan(def.Name, planStrategy, p.Strategy); err != nil {
+			return nil, err
+		}
 	}
 	s.runners[def.Name] = r
 	return &pgwire.Result{Tag: "CREATE STREAM"}, nil

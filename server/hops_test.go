@@ -130,3 +130,70 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 		t.Fatalf("got %v, want the count mismatch refused (22023)", err)
 	}
 }
+
+// TestCostChoiceSurvivesRestart: the cost rule decides when a stream is
+// created; a restart, which plans the stream again over data that would
+// now tip the rule the other way, keeps the recorded choice.
+func TestCostChoiceSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	srv := startTestServer(t, dir)
+	conn := connect(ctx, t, srv)
+	for _, q := range []string{
+		`CREATE SOURCE tx (tenant TEXT, user_id TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'tx', partitions = 2, partition_key = 'tenant')`,
+		// Nothing to sample: combine.
+		`CREATE STREAM per_user WITH (topic = 'per_user') AS SELECT user_id, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a, VAR_SAMP(x) AS v, STDDEV_POP(x) AS sd, CORR(x, x) AS c, APPROX_MEDIAN(x) AS med, APPROX_COUNT_DISTINCT(x) AS d FROM tx GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		// Every row its own key: now the rule would pick repartition.
+		`INSERT INTO tx VALUES ('t1', 'u1', 1, TIMESTAMP '2026-01-01 00:00:01'), ('t1', 'u2', 2, TIMESTAMP '2026-01-01 00:00:02'), ('t1', 'u3', 3, TIMESTAMP '2026-01-01 00:00:03')`,
+		`FLUSH`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	strategy := func() string {
+		rows, err := conn.Query(ctx, "SHOW STREAMS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var s string
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = vals[3].(string) // name, input, topic, strategy, ...
+		}
+		return s
+	}
+	if got := strategy(); got != "combine" {
+		t.Fatalf("strategy %q at creation, want combine", got)
+	}
+	conn.Close(ctx)
+	srv.Close()
+	srv = startTestServer(t, dir)
+	defer srv.Close()
+	conn = connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	if got := strategy(); got != "combine" {
+		t.Fatalf("strategy %q after a restart, want the recorded combine", got)
+	}
+	var plan []string
+	rows, err := conn.Query(ctx, `EXPLAIN CREATE STREAM other AS SELECT user_id, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a, VAR_SAMP(x) AS v, STDDEV_POP(x) AS sd, CORR(x, x) AS c, APPROX_MEDIAN(x) AS med, APPROX_COUNT_DISTINCT(x) AS d FROM tx GROUP BY user_id, TUMBLE(ts, INTERVAL '1' MINUTE)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, l)
+	}
+	rows.Close()
+	if len(plan) == 0 || !strings.HasPrefix(plan[0], "Strategy: repartition") {
+		t.Fatalf("a new stream over the same data: %v; want the cost rule to pick repartition now", plan)
+	}
+}

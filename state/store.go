@@ -63,6 +63,7 @@ func (s *Store) Close() error { return s.db.Close() }
 const (
 	prefixAcc  = 'a'
 	prefixPart = 'p'
+	prefixPlan = 'l'
 )
 
 func streamPrefix(kind byte, stream string) []byte {
@@ -209,9 +210,34 @@ func (s *Store) Accs(stream string, fn func(kg uint16, key []byte, window int64,
 	return it.Error()
 }
 
+// PutPlan records a decision made when the stream was created that must
+// hold for its whole life (the strategy its cost rule chose: state is laid
+// out for it), durably.
+func (s *Store) PutPlan(stream, name, value string) error {
+	k := append(streamPrefix(prefixPlan, stream), name...)
+	if err := s.db.Set(k, []byte(value), pebble.Sync); err != nil {
+		return fmt.Errorf("record plan of %s: %w", stream, err)
+	}
+	return nil
+}
+
+// Plan reads a decision recorded by PutPlan ("" when none).
+func (s *Store) Plan(stream, name string) (string, error) {
+	k := append(streamPrefix(prefixPlan, stream), name...)
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read plan of %s: %w", stream, err)
+	}
+	defer closer.Close()
+	return string(v), nil
+}
+
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
-	for _, k := range []byte{prefixAcc, prefixPart} {
+	for _, k := range []byte{prefixAcc, prefixPart, prefixPlan} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)
