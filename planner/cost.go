@@ -18,6 +18,9 @@ type Estimate struct {
 	CombineRecords         int64 // partials the combine hop would ship
 	CombineBytes           int64
 	EventsPerSecond        float64 // rate of the sample in event time (0: unknown)
+	// SourceStats describes the statistics kept for the source (its rate
+	// and the grouping column's cardinality), for EXPLAIN.
+	SourceStats string
 }
 
 // ChooseByCost is the cost rule between the two hops when strategy is auto

@@ -256,6 +256,7 @@ func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error 
 	}
 	b := exec.BatchOf(rec, c.plan.Input.Schema)
 	fillKafkaTime(c.plan.Input, b, recs, decoded)
+	c.srv.statsFor(c.src).observe(b)
 	if c.plan.NeedsSeq {
 		appendSeq(b, recs, decoded)
 	}

@@ -133,6 +133,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 	if err := s.cat.AddSource(src, persist); err != nil {
 		return nil, err
 	}
+	s.sampleSource(src)
 	return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
 }
 
@@ -183,6 +184,9 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 			if err != nil {
 				s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
 				est = nil
+			}
+			if est != nil {
+				est.SourceStats = s.statsFor(p.Input.Source).line(p.RepartitionBy)
 			}
 			planner.ChooseByCost(p, est)
 		}
@@ -360,6 +364,11 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 	}
 	if err := s.cat.Drop(kind, st.Name); err != nil {
 		return nil, err
+	}
+	if kind == catalog.KindSource {
+		s.statsMu.Lock()
+		delete(s.sourceStats, st.Name)
+		s.statsMu.Unlock()
 	}
 	if r, ok := s.runners[st.Name]; ok {
 		r.stop()

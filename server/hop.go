@@ -344,6 +344,7 @@ func (h *hop) rekey(ctx context.Context, p int32, recs []*kgo.Record) ([]*kgo.Re
 	b := exec.BatchOf(rec, h.src.Schema)
 	in := &catalog.Relation{Schema: h.src.Schema, Source: h.src}
 	fillKafkaTime(in, b, recs, decoded)
+	h.srv.statsFor(h.src).observe(b)
 	var maxTime int64
 	hasTime := false
 	if h.src.Watermark != nil {

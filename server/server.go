@@ -82,10 +82,13 @@ type Server struct {
 	mu      sync.Mutex // guards runners and DDL
 	runners map[string]*runner
 
-	clock    func() time.Time
-	hops     map[string]*hop // running repartition hops by internal topic (under mu)
-	dlqMu    sync.Mutex
-	dlqParts map[string]int
+	clock func() time.Time
+	hops  map[string]*hop // running repartition hops by internal topic (under mu)
+
+	statsMu     sync.Mutex
+	sourceStats map[string]*sourceStats // by source name
+	dlqMu       sync.Mutex
+	dlqParts    map[string]int
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -97,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.AppID = "turbinesql"
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}, clock: cfg.Clock,
-		hops: map[string]*hop{}}
+		hops: map[string]*hop{}, sourceStats: map[string]*sourceStats{}}
 	if s.clock == nil {
 		s.clock = time.Now
 	}

@@ -99,6 +99,11 @@ func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
 		if rel.Watermark != nil && strings.EqualFold(f.Name, rel.Watermark.Column) {
 			detail = append(detail, fmt.Sprintf("watermark %s - %d ms", f.Name, rel.Watermark.DelayMs))
 		}
+		if rel.Source != nil {
+			if d := s.statsFor(rel.Source).distinct(f.Name); d >= 0 {
+				detail = append(detail, fmt.Sprintf("≈%d distinct", d))
+			}
+		}
 		var d any
 		if len(detail) > 0 {
 			d = strings.Join(detail, ", ")
@@ -201,6 +206,9 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	if e := p.Estimate; e != nil {
 		out = append(out, fmt.Sprintf("Estimate: %d rows sampled from %d partitions; %.1f rows per window, %.1f keys per window per partition; repartition %d records (%d bytes), combine %d partials (%d bytes)",
 			e.SampleRows, e.Partitions, e.RowsPerWindow, e.KeysPerWindowPartition, e.RepartitionRecords, e.RepartitionBytes, e.CombineRecords, e.CombineBytes))
+		if e.SourceStats != "" {
+			out = append(out, fmt.Sprintf("Statistics of %s: %s", p.Input.Name, e.SourceStats))
+		}
 	}
 	for i, n := range nodes {
 		prefix := ""

@@ -36,6 +36,10 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 		return nil, err
 	}
 	e := &planner.Estimate{Partitions: len(byPart)}
+	// A source whose statistics are still empty (nothing read it since it
+	// was declared, on an empty topic) takes this sample as its first.
+	st := s.statsFor(p.Input.Source)
+	seed := st.empty()
 	dec := exec.NewJSONDecoder(decodeSchema(p.Input), nil)
 	colIdx := p.Input.Schema.Index(p.RepartitionBy)
 	size := p.Window.Spec.Size
@@ -50,6 +54,9 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 		rec, decoded, _ := dec.Decode(values)
 		b := exec.BatchOf(rec, p.Input.Schema)
 		fillKafkaTime(p.Input, b, recs, decoded)
+		if seed {
+			st.observe(b)
+		}
 		if p.NeedsSeq {
 			appendSeq(b, recs, decoded)
 		}

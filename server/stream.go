@@ -556,6 +556,9 @@ func (r *runner) processRecords(ctx context.Context, p int32, recs []*kgo.Record
 	}
 	b := exec.BatchOf(rec, r.schema)
 	fillKafkaTime(r.plan.Input, b, recs, decoded)
+	if src := r.input.Source; src != nil && ownTime {
+		r.srv.statsFor(src).observe(b)
+	}
 	if r.plan.NeedsSeq {
 		appendSeq(b, recs, decoded)
 	}
