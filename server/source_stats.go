@@ -190,4 +190,3 @@ func (st *sourceStats) line(column string) string {
 	}
 	return out
 }
-
