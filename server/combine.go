@@ -20,9 +20,6 @@ import (
 	"github.com/turbinesql/turbinesql/window"
 )
 
-// windowHeader carries a partial's window start (8 bytes, big-endian).
-const windowHeader = "turbine.window"
-
 // combiner is the pre-aggregation side of a combine hop: one aggregator
 // per source partition folds that partition's rows into per-(window, key)
 // partial accumulators; when the partition's own watermark passes a
@@ -307,9 +304,10 @@ func (c *combiner) ship(ctx context.Context, which, all map[int32]bool) error {
 		}
 		for _, part := range a.ShipDue(wm, all[q]) {
 			key := part.Key
-			hdr := binary.BigEndian.AppendUint64(nil, uint64(part.Window))
-			recs = append(recs, &kgo.Record{Topic: c.topic, Key: key, Value: part.Enc, Partition: state.PartitionFor(key, c.outN),
-				Headers: []kgo.RecordHeader{{Key: windowHeader, Value: hdr}}})
+			// The value is the window start (8 bytes) then the accumulators:
+			// a header would cost its name on every partial.
+			val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(part.Enc)), uint64(part.Window))
+			recs = append(recs, &kgo.Record{Topic: c.topic, Key: key, Value: append(val, part.Enc...), Partition: state.PartitionFor(key, c.outN)})
 			delete(c.minOff[q], part.Window)
 		}
 		if ps.HasTime && (!c.hasShip[q] || wm > c.shipped[q]) {

@@ -68,9 +68,7 @@ func (st *sourceStats) observe(b *exec.Batch) {
 		if fn == nil || i >= len(b.Cols) {
 			continue
 		}
-		col := *b.Cols[i]
-		col.N = n
-		arr := col.ToArrow(memory.DefaultAllocator)
+		arr := headOf(b.Cols[i], n).ToArrow(memory.DefaultAllocator)
 		fn.Update(slots, []arrow.Array{arr})
 		arr.Release()
 	}
@@ -90,6 +88,27 @@ func (st *sourceStats) observe(b *exec.Batch) {
 			st.hasTime = true
 		}
 	}
+}
+
+// headOf is the first n rows of v, sharing its memory.
+func headOf(v *exec.Vec, n int) *exec.Vec {
+	h := &exec.Vec{T: v.T, N: n}
+	if v.I != nil {
+		h.I = v.I[:n]
+	}
+	if v.F != nil {
+		h.F = v.F[:n]
+	}
+	if v.S != nil {
+		h.S = v.S[:n]
+	}
+	if v.B != nil {
+		h.B = v.B[:n]
+	}
+	if v.Null != nil {
+		h.Null = v.Null[:n]
+	}
+	return h
 }
 
 // empty reports whether nothing has been observed yet.

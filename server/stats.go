@@ -97,7 +97,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 		rec.Release()
 		for _, part := range a.ShipDue(0, true) {
 			e.CombineRecords++
-			e.CombineBytes += int64(len(part.Key) + len(part.Enc) + 8 + recordOverhead)
+			e.CombineBytes += int64(len(part.Key) + 8 + len(part.Enc) + recordOverhead)
 		}
 	}
 	if e.Windows > 0 {

@@ -141,21 +141,15 @@ func (r *runner) useCombine(c *combiner, nSources int) {
 func (r *runner) mergePartials(recs []*kgo.Record) error {
 	size := r.plan.Window.Spec.Size
 	for _, rec := range recs {
-		var w int64
-		found := false
-		for _, h := range rec.Headers {
-			if h.Key == windowHeader && len(h.Value) == 8 {
-				w, found = int64(binary.BigEndian.Uint64(h.Value)), true
-			}
-		}
-		if !found {
+		if len(rec.Value) < 8 {
 			return fmt.Errorf("offset %d: a partial without its window", rec.Offset)
 		}
+		w := int64(binary.BigEndian.Uint64(rec.Value))
 		if r.hasWM && w+size+r.agg.Lateness <= r.wm {
 			r.srv.metrics.combineLatePartials.WithLabelValues(r.def.Name).Inc()
 			continue
 		}
-		if err := r.agg.MergePartial(w, rec.Key, rec.Value); err != nil {
+		if err := r.agg.MergePartial(w, rec.Key, rec.Value[8:]); err != nil {
 			return fmt.Errorf("offset %d: %w", rec.Offset, err)
 		}
 	}
