@@ -150,19 +150,7 @@ func (c *combiner) fail(err error) {
 func (c *combiner) loop(ctx context.Context) {
 	defer close(c.done)
 	fetches := make(chan kgo.Fetches)
-	go func() {
-		for {
-			fs := c.cl.PollRecords(ctx, c.srv.pollRecords())
-			if ctx.Err() != nil {
-				return
-			}
-			select {
-			case fetches <- fs:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	go pollInto(ctx, c.cl, c.srv.pollRecords(), fetches)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	all := map[int32]bool{}
@@ -345,51 +333,13 @@ func (c *combiner) ship(ctx context.Context, which, all map[int32]bool) error {
 // over everything it holds for them (FLUSH: partitions at their end are
 // idle).
 func (c *combiner) flush(ctx context.Context, targets map[int32]int64) error {
-	req := &flushReq{targets: targets, done: make(chan error, 1)}
-	select {
-	case c.flushCh <- req:
-	case <-c.done:
-		return fmt.Errorf("combine hop %s stopped", c.topic)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return requestFlush(ctx, c.flushCh, c.done, fmt.Errorf("combine hop %s stopped", c.topic), targets)
 }
 
 func (c *combiner) checkPending(ctx context.Context) {
-	if len(c.pending) == 0 {
-		return
+	if len(c.pending) > 0 {
+		c.pending = answerHopFlushes(c.pending, c.wms, c.failed(), "combine hop "+c.topic, func(flushed map[int32]bool) error {
+			return c.ship(ctx, flushed, flushed)
+		})
 	}
-	if err := c.failed(); err != nil {
-		for _, req := range c.pending {
-			req.done <- fmt.Errorf("combine hop %s: %w", c.topic, err)
-		}
-		c.pending = nil
-		return
-	}
-	var keep []*flushReq
-	for _, req := range c.pending {
-		ready := true
-		for q, t := range req.targets {
-			if ps := c.wms.Part(q); ps != nil && ps.Next < t {
-				ready = false
-			}
-		}
-		if !ready {
-			keep = append(keep, req)
-			continue
-		}
-		all := map[int32]bool{}
-		for q, t := range req.targets {
-			c.wms.FlushedTo(q, t)
-			all[q] = true
-		}
-		req.done <- c.ship(ctx, all, all)
-	}
-	c.pending = keep
 }

@@ -154,19 +154,7 @@ func (h *hop) failed() error {
 func (h *hop) loop(ctx context.Context) {
 	defer close(h.done)
 	fetches := make(chan kgo.Fetches)
-	go func() {
-		for {
-			fs := h.cl.PollRecords(ctx, h.srv.pollRecords())
-			if ctx.Err() != nil {
-				return
-			}
-			select {
-			case fetches <- fs:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	go pollInto(ctx, h.cl, h.srv.pollRecords(), fetches)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	// Markers for everything restored, so readers hear from every source
@@ -216,53 +204,15 @@ func (h *hop) loop(ctx context.Context) {
 // told every internal partition so (a FLUSH: source partitions read to
 // their end are idle, as they are for a stream reading its source).
 func (h *hop) flush(ctx context.Context, targets map[int32]int64) error {
-	req := &flushReq{targets: targets, done: make(chan error, 1)}
-	select {
-	case h.flushCh <- req:
-	case <-h.done:
-		return fmt.Errorf("repartition hop %s stopped", h.topic)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return requestFlush(ctx, h.flushCh, h.done, fmt.Errorf("repartition hop %s stopped", h.topic), targets)
 }
 
 func (h *hop) checkPending(ctx context.Context) {
-	if len(h.pending) == 0 {
-		return
+	if len(h.pending) > 0 {
+		h.pending = answerHopFlushes(h.pending, h.wms, h.failed(), "repartition hop "+h.topic, func(flushed map[int32]bool) error {
+			return h.sendMarkers(ctx, flushed)
+		})
 	}
-	if err := h.failed(); err != nil {
-		for _, req := range h.pending {
-			req.done <- fmt.Errorf("repartition hop %s: %w", h.topic, err)
-		}
-		h.pending = nil
-		return
-	}
-	var keep []*flushReq
-	for _, req := range h.pending {
-		ready := true
-		for p, t := range req.targets {
-			if ps := h.wms.Part(p); ps != nil && ps.Next < t {
-				ready = false
-			}
-		}
-		if !ready {
-			keep = append(keep, req)
-			continue
-		}
-		all := map[int32]bool{}
-		for p, t := range req.targets {
-			h.wms.FlushedTo(p, t)
-			all[p] = true
-		}
-		req.done <- h.sendMarkers(ctx, all)
-	}
-	h.pending = keep
 }
 
 func (h *hop) fail(err error) {

@@ -27,12 +27,6 @@ import (
 // watermark (how far its windows have been closed) is stored with its state.
 const watermarkMetaPartition = -1
 
-// flushReq asks a runner to report once it has processed up to targets.
-type flushReq struct {
-	targets map[int32]int64
-	done    chan error
-}
-
 // streamStats is what SHOW STREAMS reports.
 type streamStats struct {
 	in, out, late, skipped, dlq int64
@@ -261,17 +255,7 @@ func (r *runner) stop() {
 }
 
 func (r *runner) poll(ctx context.Context) {
-	for {
-		fs := r.cl.PollRecords(ctx, r.srv.pollRecords())
-		if ctx.Err() != nil {
-			return
-		}
-		select {
-		case r.fetchCh <- fs:
-		case <-ctx.Done():
-			return
-		}
-	}
+	pollInto(ctx, r.cl, r.srv.pollRecords(), r.fetchCh)
 }
 
 func (r *runner) loop(ctx context.Context) {
@@ -430,20 +414,7 @@ func (r *runner) checkPending(ctx context.Context) {
 
 // flush blocks until the runner has processed targets.
 func (r *runner) flush(ctx context.Context, targets map[int32]int64) error {
-	req := &flushReq{targets: targets, done: make(chan error, 1)}
-	select {
-	case r.flushCh <- req:
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return requestFlush(ctx, r.flushCh, r.done, nil, targets)
 }
 
 // process decodes and folds one fetch into state.
