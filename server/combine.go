@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,31 +33,18 @@ import (
 // between shipping and committing ships those partials again, and the
 // merge stage drops those that arrive after their window closed.
 type combiner struct {
-	srv    *Server
+	hopLoop
 	stream string
 	src    *catalog.Source
 	plan   *planner.Plan
-	topic  string
 	outN   int
 	name   string // state name
-	log    *slog.Logger
 
 	dec     *exec.JSONDecoder
-	wms     *window.Watermarks
 	aggs    map[int32]*exec.Aggregator
 	shipped map[int32]int64 // per source partition: windows ending at or before it were shipped
 	hasShip map[int32]bool
 	minOff  map[int32]map[int64]int64 // per source partition, window: first offset of a row in it
-	idle    map[int32]bool
-	late    int64
-
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
-	flushCh chan *flushReq
-	pending []*flushReq
-	mu      sync.Mutex
-	err     error
 }
 
 // combineTopic names a combine hop's internal topic.
@@ -81,10 +66,8 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 			WithHint("delete the topic deliberately, or set combine_partitions = %d", have)
 	}
 	src := p.Input.Source
-	c := &combiner{srv: s, stream: def.Name, src: src, plan: p, topic: topic, outN: nOut, name: "__cmb/" + topic,
-		log: s.log.With("combine", topic), aggs: map[int32]*exec.Aggregator{}, shipped: map[int32]int64{},
-		hasShip: map[int32]bool{}, minOff: map[int32]map[int64]int64{}, idle: map[int32]bool{},
-		done: make(chan struct{}), flushCh: make(chan *flushReq)}
+	c := &combiner{stream: def.Name, src: src, plan: p, outN: nOut, name: "__cmb/" + topic,
+		aggs: map[int32]*exec.Aggregator{}, shipped: map[int32]int64{}, hasShip: map[int32]bool{}, minOff: map[int32]map[int64]int64{}}
 	c.dec = exec.NewJSONDecoder(decodeSchema(p.Input), nil)
 	delay := int64(0)
 	if src.Watermark != nil {
@@ -94,7 +77,7 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 	if idle <= 0 {
 		idle = DefaultIdleTimeoutMs
 	}
-	c.wms = window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock)
+	c.hopLoop = newHopLoop(s, topic, s.log.With("combine", topic), window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock))
 	metas, err := s.store.Partitions(c.name)
 	if err != nil {
 		return nil, err
@@ -116,81 +99,14 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 		c.shipped[q], c.hasShip[q] = m.MaxTime, m.HasTime
 		assign[q] = kgo.NewOffset().At(m.Offset)
 	}
-	c.cl, err = kgo.NewClient(kgo.SeedBrokers(s.kafka.brokers...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{src.Topic: assign}),
 		kgo.FetchMaxWait(250*time.Millisecond), kgo.FetchMaxPartitionBytes(8<<20))
 	if err != nil {
 		return nil, fmt.Errorf("consumer for combine hop %s: %w", topic, err)
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go c.loop(rctx)
+	c.hopLoop.start(cl, c)
 	return c, nil
-}
-
-func (c *combiner) stop() {
-	c.cancel()
-	<-c.done
-	c.cl.Close()
-}
-
-func (c *combiner) failed() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-func (c *combiner) fail(err error) {
-	c.mu.Lock()
-	c.err = err
-	c.mu.Unlock()
-	c.log.Error("combine hop failed", "err", err)
-}
-
-func (c *combiner) loop(ctx context.Context) {
-	defer close(c.done)
-	fetches := make(chan kgo.Fetches)
-	go pollInto(ctx, c.cl, c.srv.pollRecords(), fetches)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	all := map[int32]bool{}
-	for q := range c.wms.Parts() {
-		all[q] = true
-	}
-	if err := c.ship(ctx, all, nil); err != nil && ctx.Err() == nil {
-		c.fail(err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if c.failed() != nil {
-				continue
-			}
-			// A partition that went idle hands over everything it holds.
-			changed := map[int32]bool{}
-			for q, ps := range c.wms.Parts() {
-				if idle := c.wms.Idle(ps); idle != c.idle[q] {
-					changed[q] = true
-				}
-			}
-			if len(changed) > 0 {
-				if err := c.ship(ctx, changed, changed); err != nil && ctx.Err() == nil {
-					c.fail(err)
-				}
-			}
-		case fs := <-fetches:
-			if c.failed() == nil {
-				if err := c.process(ctx, fs); err != nil && ctx.Err() == nil {
-					c.fail(err)
-				}
-			}
-		case req := <-c.flushCh:
-			c.pending = append(c.pending, req)
-		}
-		c.checkPending(ctx)
-	}
 }
 
 // process folds one fetch into the per-partition aggregators, then ships
@@ -223,7 +139,7 @@ func (c *combiner) process(ctx context.Context, fs kgo.Fetches) error {
 	if err != nil || len(touched) == 0 {
 		return err
 	}
-	return c.ship(ctx, touched, nil)
+	return c.handOver(ctx, touched, false)
 }
 
 func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error {
@@ -269,28 +185,25 @@ func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error 
 	}
 	if len(late) > 0 {
 		c.srv.metrics.lateRows.WithLabelValues(c.stream, "dropped").Add(float64(len(late)))
-		c.mu.Lock()
-		c.late += int64(len(late))
-		c.mu.Unlock()
 	}
 	c.wms.Read(q, recs[len(recs)-1].Offset+1, maxTime, hasTime)
 	return nil
 }
 
-// ship sends the partials of the windows the given source partitions'
-// watermarks have passed (everything they hold for those in all), then a
+// handOver sends the partials of the windows the given source partitions'
+// watermarks have passed (everything they hold, with all), then a
 // marker per partition to every internal partition, then commits the
 // restart positions.
-func (c *combiner) ship(ctx context.Context, which, all map[int32]bool) error {
+func (c *combiner) handOver(ctx context.Context, which map[int32]bool, all bool) error {
 	var recs []*kgo.Record
 	for q := range which {
 		ps := c.wms.Part(q)
 		a := c.aggs[q]
 		wm := ps.MaxTime - c.wms.Delay
-		if !ps.HasTime && !all[q] {
+		if !ps.HasTime && !all {
 			continue
 		}
-		for _, part := range a.ShipDue(wm, all[q]) {
+		for _, part := range a.ShipDue(wm, all) {
 			key := part.Key
 			// The value is the window start (8 bytes) then the accumulators:
 			// a header would cost its name on every partial.
@@ -327,19 +240,4 @@ func (c *combiner) ship(ctx context.Context, which, all map[int32]bool) error {
 		}
 	}
 	return b.Commit()
-}
-
-// flush blocks until the hop has read its source up to targets and handed
-// over everything it holds for them (FLUSH: partitions at their end are
-// idle).
-func (c *combiner) flush(ctx context.Context, targets map[int32]int64) error {
-	return requestFlush(ctx, c.flushCh, c.done, fmt.Errorf("combine hop %s stopped", c.topic), targets)
-}
-
-func (c *combiner) checkPending(ctx context.Context) {
-	if len(c.pending) > 0 {
-		c.pending = answerHopFlushes(c.pending, c.wms, c.failed(), "combine hop "+c.topic, func(flushed map[int32]bool) error {
-			return c.ship(ctx, flushed, flushed)
-		})
-	}
 }

@@ -85,3 +85,5 @@ func pollInto(ctx context.Context, cl *kgo.Client, max int, out chan<- kgo.Fetch
 		}
 	}
 }
+
+func errHopStopped(topic string) error { return fmt.Errorf("the hop writing %s stopped", topic) }

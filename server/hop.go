@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,27 +29,15 @@ import (
 // Streams with the same (topic, column) share one hop: it runs while any
 // of them does.
 type hop struct {
-	srv    *Server
+	hopLoop
 	src    *catalog.Source
 	column string
 	colIdx int
-	topic  string // the internal topic
 	outN   int
 	name   string // its state's name in the store
-	log    *slog.Logger
 
-	dec     *exec.JSONDecoder
-	wms     *window.Watermarks // source partitions: positions, event time, idleness
-	idle    map[int32]bool     // idleness last announced per source partition
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
-	refs    int
-	flushCh chan *flushReq
-	pending []*flushReq
-	mu      sync.Mutex
-	err     error
-	emitted int64
+	dec  *exec.JSONDecoder
+	refs int
 }
 
 // hopFor returns the running hop of (source, column), starting it for the
@@ -79,9 +65,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q exists with %d partitions, not %d", topic, have, nOut).
 			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
 	}
-	h := &hop{srv: s, src: src, column: column, colIdx: src.Schema.Index(column), topic: topic, outN: nOut,
-		name: "__hop/" + topic, log: s.log.With("hop", topic), idle: map[int32]bool{}, refs: 1, done: make(chan struct{}),
-		flushCh: make(chan *flushReq)}
+	h := &hop{src: src, column: column, colIdx: src.Schema.Index(column), outN: nOut, name: "__hop/" + topic, refs: 1}
 	h.dec = exec.NewJSONDecoder(decodeSchema(&catalog.Relation{Schema: src.Schema, Source: src}), nil)
 	delay := int64(0)
 	if src.Watermark != nil {
@@ -91,7 +75,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	if idle <= 0 {
 		idle = DefaultIdleTimeoutMs
 	}
-	h.wms = window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock)
+	h.hopLoop = newHopLoop(s, topic, s.log.With("hop", topic), window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock))
 	if err := h.start(ctx, nIn); err != nil {
 		return nil, err
 	}
@@ -124,7 +108,7 @@ func (h *hop) start(ctx context.Context, nIn int) error {
 		h.wms.Add(p, m.Offset, ends[p], m.MaxTime, m.HasTime)
 		assign[p] = kgo.NewOffset().At(m.Offset)
 	}
-	h.cl, err = kgo.NewClient(
+	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(h.srv.kafka.brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.src.Topic: assign}),
 		kgo.FetchMaxWait(250*time.Millisecond),
@@ -133,93 +117,8 @@ func (h *hop) start(ctx context.Context, nIn int) error {
 	if err != nil {
 		return fmt.Errorf("consumer for repartition hop %s: %w", h.topic, err)
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go h.loop(rctx)
+	h.hopLoop.start(cl, h)
 	return nil
-}
-
-func (h *hop) stop() {
-	h.cancel()
-	<-h.done
-	h.cl.Close()
-}
-
-func (h *hop) failed() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
-}
-
-func (h *hop) loop(ctx context.Context) {
-	defer close(h.done)
-	fetches := make(chan kgo.Fetches)
-	go pollInto(ctx, h.cl, h.srv.pollRecords(), fetches)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	// Markers for everything restored, so readers hear from every source
-	// partition at once.
-	all := map[int32]bool{}
-	for p := range h.wms.Parts() {
-		all[p] = true
-	}
-	if err := h.sendMarkers(ctx, all); err != nil && ctx.Err() == nil {
-		h.fail(err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if h.failed() != nil {
-				continue
-			}
-			// Announce source partitions that went idle or came back.
-			changed := map[int32]bool{}
-			for p, ps := range h.wms.Parts() {
-				if idle := h.wms.Idle(ps); idle != h.idle[p] {
-					changed[p] = true
-				}
-			}
-			if len(changed) > 0 {
-				if err := h.sendMarkers(ctx, changed); err != nil && ctx.Err() == nil {
-					h.fail(err)
-				}
-			}
-		case fs := <-fetches:
-			if h.failed() != nil {
-				continue
-			}
-			if err := h.process(ctx, fs); err != nil && ctx.Err() == nil {
-				h.fail(err)
-			}
-		case req := <-h.flushCh:
-			h.pending = append(h.pending, req)
-		}
-		h.checkPending(ctx)
-	}
-}
-
-// flush blocks until the hop has re-emitted its source up to targets and
-// told every internal partition so (a FLUSH: source partitions read to
-// their end are idle, as they are for a stream reading its source).
-func (h *hop) flush(ctx context.Context, targets map[int32]int64) error {
-	return requestFlush(ctx, h.flushCh, h.done, fmt.Errorf("repartition hop %s stopped", h.topic), targets)
-}
-
-func (h *hop) checkPending(ctx context.Context) {
-	if len(h.pending) > 0 {
-		h.pending = answerHopFlushes(h.pending, h.wms, h.failed(), "repartition hop "+h.topic, func(flushed map[int32]bool) error {
-			return h.sendMarkers(ctx, flushed)
-		})
-	}
-}
-
-func (h *hop) fail(err error) {
-	h.mu.Lock()
-	h.err = err
-	h.mu.Unlock()
-	h.log.Error("repartition hop failed", "err", err)
 }
 
 // process re-emits one fetch, then sends markers and commits positions.
@@ -260,10 +159,7 @@ func (h *hop) process(ctx context.Context, fs kgo.Fetches) error {
 	if err := h.srv.kafka.produceSync(ctx, out); err != nil {
 		return fmt.Errorf("write to %s: %w", h.topic, err)
 	}
-	h.mu.Lock()
-	h.emitted += int64(len(out))
-	h.mu.Unlock()
-	if err := h.sendMarkers(ctx, touched); err != nil {
+	if err := h.handOver(ctx, touched, false); err != nil {
 		return err
 	}
 	b := h.srv.store.NewBatch(h.name)
@@ -323,9 +219,9 @@ func (h *hop) rekey(ctx context.Context, p int32, recs []*kgo.Record) ([]*kgo.Re
 	return out, nil
 }
 
-// sendMarkers tells every internal partition how far the given source
+// handOver tells every internal partition how far the given source
 // partitions have been sent, and whether they are idle.
-func (h *hop) sendMarkers(ctx context.Context, which map[int32]bool) error {
+func (h *hop) handOver(ctx context.Context, which map[int32]bool, _ bool) error {
 	var recs []*kgo.Record
 	for p := range which {
 		ps := h.wms.Part(p)
