@@ -19,7 +19,7 @@ import (
 // names a source partition.
 func TestCombineLatePartial(t *testing.T) {
 	if testBrokers() != "" {
-		t.Skip("names internal topics after the embedded server's app id")
+		isolateTopics(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -38,7 +38,7 @@ func TestCombineLatePartial(t *testing.T) {
 		}
 	}
 	var partial *kgo.Record
-	if err := srv.kafka.readAll(ctx, combineTopic("slt", "tx", "per_user"), func(r *kgo.Record) error {
+	if err := srv.kafka.readAll(ctx, combineTopic(srv.cfg.AppID, "tx", "per_user"), func(r *kgo.Record) error {
 		if _, isMarker := markerOf(r); !isMarker && partial == nil {
 			partial = r
 		}
@@ -108,7 +108,7 @@ func lagNamed(t *testing.T, srv *Server) bool {
 // another partition count is refused, naming the topic and what to do.
 func TestInternalTopicCountMismatch(t *testing.T) {
 	if testBrokers() != "" {
-		t.Skip("names internal topics after the embedded server's app id")
+		isolateTopics(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -116,7 +116,7 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 	defer srv.Close()
 	conn := connect(ctx, t, srv)
 	defer conn.Close(ctx)
-	rep := shuffle.RepartitionTopic("slt", "tx", []string{"user_id"})
+	rep := shuffle.RepartitionTopic(srv.cfg.AppID, "tx", []string{"user_id"})
 	for _, q := range []string{
 		`CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP) WITH (topic = 'tx', partitions = 4, partition_key = 'tenant')`,
 		`CREATE SOURCE squatter (x TEXT) WITH (topic = '` + rep + `', partitions = 2)`,
@@ -135,6 +135,9 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 // created; a restart, which plans the stream again over data that would
 // now tip the rule the other way, keeps the recorded choice.
 func TestCostChoiceSurvivesRestart(t *testing.T) {
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()

@@ -23,9 +23,6 @@ var metamorphicSeed = flag.Uint64("metamorphic.seed", 0, "seed of TestMetamorphi
 // input's disorder stays within the watermark bound, so no strategy may
 // differ in anything.
 func TestMetamorphicStrategies(t *testing.T) {
-	if testBrokers() != "" {
-		t.Skip("starts servers with their own embedded brokers")
-	}
 	seed := *metamorphicSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

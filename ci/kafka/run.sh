@@ -8,7 +8,8 @@
 #   1. ci/kafka/placement_test.go: placement agreement with the Java client
 #      (records the Java producer places vs TurbineSQL's murmur2, and records
 #      TurbineSQL's INSERT places vs the Java client's partitioner);
-#   2. the sqllogictest suite (server.TestSQLLogic) against that broker.
+#   2. the sqllogictest suite (server.TestSQLLogic) and the server tests of
+#      hops, keyed output and recovery against that broker.
 # The broker is stopped and its directory removed on exit. A broker that does
 # not start fails the run with the tail of its log: never a silent skip.
 set -euo pipefail
@@ -174,6 +175,7 @@ export TURBINE_TEST_BROKERS=$BROKERS KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
 start=$(date +%s)
 "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
 mid=$(date +%s)
-"$GO" test -count=1 -v -timeout 20m -run 'TestSQLLogic' ./server/
+"$GO" test -count=1 -v -timeout 20m \
+  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart' ./server/
 end=$(date +%s)
 echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, sqllogictest suite $((end - mid))s"
