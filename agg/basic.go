@@ -112,11 +112,17 @@ func (s *sumInt) Result(slot uint32) any {
 	return s.sum[slot].float()
 }
 
-// Encode writes a presence byte, then the low and high 64 bits big-endian.
+// Encode writes a tag byte, then the sum: tag 2 and a zigzag varint when it
+// fits in 64 bits (the usual case, and what a combine hop ships per group),
+// tag 1 and the low and high 64 bits big-endian when it does not, tag 0
+// for no rows.
 func (s *sumInt) Encode(dst []byte, slot uint32) []byte {
 	dst = append(dst, encV1)
 	if !s.valid[slot] {
 		return append(dst, 0)
+	}
+	if v, ok := s.sum[slot].small(); ok {
+		return binary.AppendVarint(append(dst, 2), v)
 	}
 	dst = append(dst, 1)
 	dst = binary.BigEndian.AppendUint64(dst, s.sum[slot].lo)
@@ -131,13 +137,24 @@ func (s *sumInt) Merge(slot uint32, enc []byte) error {
 	if len(b) < 1 {
 		return errCorrupt
 	}
-	if b[0] == 0 {
+	var v i128
+	switch b[0] {
+	case 0:
 		return nil
-	}
-	if len(b) < 17 {
+	case 1:
+		if len(b) < 17 {
+			return errCorrupt
+		}
+		v = i128{lo: binary.BigEndian.Uint64(b[1:]), hi: int64(binary.BigEndian.Uint64(b[9:]))}
+	case 2:
+		x, n := binary.Varint(b[1:])
+		if n <= 0 {
+			return errCorrupt
+		}
+		v = i128{}.addInt(x)
+	default:
 		return errCorrupt
 	}
-	v := i128{lo: binary.BigEndian.Uint64(b[1:]), hi: int64(binary.BigEndian.Uint64(b[9:]))}
 	s.sum[slot] = s.sum[slot].add(v)
 	s.valid[slot] = true
 	return nil
