@@ -15,8 +15,10 @@
 package agg
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -149,6 +151,21 @@ func signature(name string, ts []types.Type) string {
 const encV1 = 1
 
 var errCorrupt = errors.New("agg: corrupt accumulator encoding")
+
+// readCount reads the row count (a uvarint) that starts the variance and
+// regression accumulators, and checks that at least need bytes follow
+// when it is not zero: body is what follows the count.
+func readCount(b []byte, need int) (n int64, body []byte, err error) {
+	u, k := binary.Uvarint(b)
+	if k <= 0 || u > math.MaxInt64 {
+		return 0, nil, errCorrupt
+	}
+	body = b[k:]
+	if u > 0 && len(body) < need {
+		return 0, nil, errCorrupt
+	}
+	return int64(u), body, nil
+}
 
 func checkVersion(enc []byte) ([]byte, error) {
 	if len(enc) == 0 || enc[0] != encV1 {

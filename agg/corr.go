@@ -159,21 +159,14 @@ func (r *regr) Merge(slot uint32, enc []byte) error {
 	if err != nil {
 		return err
 	}
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > math.MaxInt64 {
-		return errCorrupt
-	}
-	if n == 0 {
-		return nil
-	}
-	b = b[k:]
-	if len(b) < 40 {
-		return errCorrupt
+	n, b, err := readCount(b, 40)
+	if err != nil || n == 0 {
+		return err
 	}
 	var f [5]float64
 	for i := range f {
 		f[i] = math.Float64frombits(binary.BigEndian.Uint64(b[8*i:]))
 	}
-	r.st[slot].combine(regrState{int64(n), f[0], f[1], f[2], f[3], f[4]})
+	r.st[slot].combine(regrState{n, f[0], f[1], f[2], f[3], f[4]})
 	return nil
 }

@@ -100,18 +100,11 @@ func (v *varInt) Merge(slot uint32, enc []byte) error {
 	if err != nil {
 		return err
 	}
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > math.MaxInt64 {
-		return errCorrupt
+	n, b, err := readCount(b, 40)
+	if err != nil || n == 0 {
+		return err
 	}
-	if n == 0 {
-		return nil
-	}
-	b = b[k:]
-	if len(b) < 40 {
-		return errCorrupt
-	}
-	v.n[slot] += int64(n)
+	v.n[slot] += n
 	v.sum[slot] = v.sum[slot].add(i128{lo: binary.BigEndian.Uint64(b), hi: int64(binary.BigEndian.Uint64(b[8:]))})
 	v.sq[slot].add(u192{binary.BigEndian.Uint64(b[16:]), binary.BigEndian.Uint64(b[24:]), binary.BigEndian.Uint64(b[32:])})
 	return nil
@@ -182,18 +175,11 @@ func appendMoments(dst []byte, m moments) []byte {
 }
 
 func readMoments(b []byte) (moments, []byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > math.MaxInt64 {
-		return moments{}, nil, errCorrupt
+	n, b, err := readCount(b, 16)
+	if err != nil || n == 0 {
+		return moments{}, b, err
 	}
-	b = b[k:]
-	if n == 0 {
-		return moments{}, b, nil
-	}
-	if len(b) < 16 {
-		return moments{}, nil, errCorrupt
-	}
-	m := moments{n: int64(n), sx: math.Float64frombits(binary.BigEndian.Uint64(b)), sxx: math.Float64frombits(binary.BigEndian.Uint64(b[8:]))}
+	m := moments{n: n, sx: math.Float64frombits(binary.BigEndian.Uint64(b)), sxx: math.Float64frombits(binary.BigEndian.Uint64(b[8:]))}
 	return m, b[16:], nil
 }
 

@@ -29,6 +29,7 @@ type JSONDecoder struct {
 	mem    memory.Allocator
 	p      fastjson.Parser
 	scr    []scratch
+	skip   []bool // by column: never read from the JSON (always NULL)
 }
 
 type scratch struct {
@@ -44,8 +45,13 @@ func NewJSONDecoder(schema types.Schema, mem memory.Allocator) *JSONDecoder {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	return &JSONDecoder{schema: schema, arrow: schema.Arrow(), mem: mem, scr: make([]scratch, len(schema))}
+	return &JSONDecoder{schema: schema, arrow: schema.Arrow(), mem: mem, scr: make([]scratch, len(schema)), skip: make([]bool, len(schema))}
 }
+
+// Skip makes column c always NULL, its JSON field never read: the caller
+// fills it from elsewhere (a record's Kafka timestamp), so a field of that
+// name, whatever it holds, cannot fail a record.
+func (d *JSONDecoder) Skip(c int) { d.skip[c] = true }
 
 // Decode decodes values into one record batch (the caller releases it). ok
 // lists, for each row of the batch, the index in values it came from.
@@ -118,6 +124,10 @@ func (d *JSONDecoder) row(raw []byte) error {
 	for c, f := range d.schema {
 		s := &d.scr[c]
 		*s = scratch{}
+		if d.skip[c] {
+			s.null = true
+			continue
+		}
 		fv := obj.Get(f.Name)
 		if fv == nil || fv.Type() == fastjson.TypeNull {
 			s.null = true

@@ -2,7 +2,6 @@ package exec
 
 import (
 	"github.com/turbinesql/turbinesql/state"
-	"github.com/turbinesql/turbinesql/types"
 )
 
 func keyGroup(pk []byte) uint16 { return state.KeyGroup(pk) }
@@ -11,31 +10,7 @@ func keyGroup(pk []byte) uint16 { return state.KeyGroup(pk) }
 func (b *Batch) Select(keep []bool, kept int) *Batch {
 	out := &Batch{N: kept, Cols: make([]*Vec, len(b.Cols))}
 	for c, v := range b.Cols {
-		nv := newVec(v.T, kept)
-		if v.Null != nil {
-			nv.Null = make([]bool, kept)
-		}
-		j := 0
-		for i := 0; i < b.N; i++ {
-			if !keep[i] {
-				continue
-			}
-			if v.Null != nil {
-				nv.Null[j] = v.Null[i]
-			}
-			switch v.T {
-			case types.Int, types.Timestamp, types.Interval:
-				nv.I[j] = v.I[i]
-			case types.Double:
-				nv.F[j] = v.F[i]
-			case types.Text:
-				nv.S[j] = v.S[i]
-			case types.Bool:
-				nv.B[j] = v.B[i]
-			}
-			j++
-		}
-		out.Cols[c] = nv
+		out.Cols[c] = v.gather(keep, kept)
 	}
 	return out
 }

@@ -207,50 +207,23 @@ func (v *Vec) typed() bool {
 
 // gather returns the k rows of v where sel is true, in order.
 func (v *Vec) gather(sel []bool, k int) *Vec {
-	out := newVec(v.T, k)
 	if !v.typed() {
 		return allNull(v.T, k)
 	}
+	out := newVec(v.T, k)
 	if v.Null != nil {
 		out.Null = make([]bool, k)
-		j := 0
-		for i, s := range sel {
-			if s {
-				out.Null[j] = v.Null[i]
-				j++
-			}
-		}
+		gatherInto(out.Null, v.Null, sel)
 	}
-	j := 0
 	switch v.T {
 	case types.Int, types.Timestamp, types.Interval:
-		for i, s := range sel {
-			if s {
-				out.I[j] = v.I[i]
-				j++
-			}
-		}
+		gatherInto(out.I, v.I, sel)
 	case types.Double:
-		for i, s := range sel {
-			if s {
-				out.F[j] = v.F[i]
-				j++
-			}
-		}
+		gatherInto(out.F, v.F, sel)
 	case types.Text:
-		for i, s := range sel {
-			if s {
-				out.S[j] = v.S[i]
-				j++
-			}
-		}
+		gatherInto(out.S, v.S, sel)
 	case types.Bool:
-		for i, s := range sel {
-			if s {
-				out.B[j] = v.B[i]
-				j++
-			}
-		}
+		gatherInto(out.B, v.B, sel)
 	}
 	return out
 }
@@ -269,38 +242,41 @@ func (v *Vec) scatter(sel []bool, n int) *Vec {
 			j++
 		}
 	}
-	j = 0
 	switch v.T {
 	case types.Int, types.Timestamp, types.Interval:
-		for i, s := range sel {
-			if s {
-				out.I[i] = v.I[j]
-				j++
-			}
-		}
+		scatterInto(out.I, v.I, sel)
 	case types.Double:
-		for i, s := range sel {
-			if s {
-				out.F[i] = v.F[j]
-				j++
-			}
-		}
+		scatterInto(out.F, v.F, sel)
 	case types.Text:
-		for i, s := range sel {
-			if s {
-				out.S[i] = v.S[j]
-				j++
-			}
-		}
+		scatterInto(out.S, v.S, sel)
 	case types.Bool:
-		for i, s := range sel {
-			if s {
-				out.B[i] = v.B[j]
-				j++
-			}
-		}
+		scatterInto(out.B, v.B, sel)
 	}
 	return out
+}
+
+// gatherInto copies the elements of src where sel is true to the front of
+// dst, in order: one typed loop per column, whatever its type.
+func gatherInto[T any](dst, src []T, sel []bool) {
+	j := 0
+	for i, s := range sel {
+		if s {
+			dst[j] = src[i]
+			j++
+		}
+	}
+}
+
+// scatterInto is the inverse of gatherInto: src[j] goes to the j-th index
+// where sel is true.
+func scatterInto[T any](dst, src []T, sel []bool) {
+	j := 0
+	for i, s := range sel {
+		if s {
+			dst[i] = src[j]
+			j++
+		}
+	}
 }
 
 // mergeFrom copies the rows of src where take is true into v (same type,

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -68,16 +67,8 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 	src := p.Input.Source
 	c := &combiner{stream: def.Name, src: src, plan: p, outN: nOut, name: "__cmb/" + topic,
 		aggs: map[int32]*exec.Aggregator{}, shipped: map[int32]int64{}, hasShip: map[int32]bool{}, minOff: map[int32]map[int64]int64{}}
-	c.dec = exec.NewJSONDecoder(decodeSchema(p.Input), nil)
-	delay := int64(0)
-	if src.Watermark != nil {
-		delay = src.Watermark.DelayMs
-	}
-	idle := src.IdleTimeoutMs
-	if idle <= 0 {
-		idle = DefaultIdleTimeoutMs
-	}
-	c.hopLoop = newHopLoop(s, topic, s.log.With("combine", topic), window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock))
+	c.dec = newDecoder(p.Input)
+	c.hopLoop = newHopLoop(s, topic, s.log.With("combine", topic), s.newWatermarks(src.Watermark, src))
 	metas, err := s.store.Partitions(c.name)
 	if err != nil {
 		return nil, err
@@ -112,29 +103,8 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 // process folds one fetch into the per-partition aggregators, then ships
 // what became due.
 func (c *combiner) process(ctx context.Context, fs kgo.Fetches) error {
-	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, context.Canceled) {
-			return nil
-		}
-		return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-	}
-	touched := map[int32]bool{}
-	var err error
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		ps := c.wms.Part(fp.Partition)
-		if err != nil || ps == nil {
-			return
-		}
-		c.wms.SawEnd(fp.Partition, fp.HighWatermark)
-		recs := fp.Records
-		for len(recs) > 0 && recs[0].Offset < ps.Next {
-			recs = recs[1:]
-		}
-		if len(recs) == 0 {
-			return
-		}
-		err = c.fold(ctx, fp.Partition, recs)
-		touched[fp.Partition] = true
+	touched, err := eachNewPartition(fs, c.wms, func(p int32, recs []*kgo.Record) error {
+		return c.fold(ctx, p, recs)
 	})
 	if err != nil || len(touched) == 0 {
 		return err
@@ -165,7 +135,11 @@ func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error 
 	size := c.plan.Window.Spec.Size
 	var maxTime int64
 	hasTime := false
+	// Offsets grow within a partition, so a window's first offset is that
+	// of the first row seen in it: only a row in another window than the
+	// row before needs a look in the map.
 	mins := c.minOff[q]
+	lastW, haveW := int64(0), false
 	for i, idx := range decoded[:b.N] {
 		if ts.IsNull(i) {
 			continue
@@ -174,9 +148,11 @@ func (c *combiner) fold(ctx context.Context, q int32, recs []*kgo.Record) error 
 		if !hasTime || t > maxTime {
 			maxTime, hasTime = t, true
 		}
-		w := window.FloorTo(t, size)
-		if off, ok := mins[w]; !ok || recs[idx].Offset < off {
-			mins[w] = recs[idx].Offset
+		if w := window.FloorTo(t, size); !haveW || w != lastW {
+			if _, ok := mins[w]; !ok {
+				mins[w] = recs[idx].Offset
+			}
+			lastW, haveW = w, true
 		}
 	}
 	late, err := c.aggs[q].Consume(b, c.shipped[q], c.hasShip[q])

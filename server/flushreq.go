@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/turbinesql/turbinesql/window"
 )
 
@@ -68,22 +66,6 @@ func answerHopFlushes(pending []*flushReq, wms *window.Watermarks, failed error,
 		req.done <- handOver(flushed)
 	}
 	return keep
-}
-
-// pollInto polls cl for batches of at most max records and hands them to
-// out until ctx ends.
-func pollInto(ctx context.Context, cl *kgo.Client, max int, out chan<- kgo.Fetches) {
-	for {
-		fs := cl.PollRecords(ctx, max)
-		if ctx.Err() != nil {
-			return
-		}
-		select {
-		case out <- fs:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 func errHopStopped(topic string) error { return fmt.Errorf("the hop writing %s stopped", topic) }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
-	"github.com/turbinesql/turbinesql/window"
 )
 
 // hop is a repartition hop: it reads every partition of a source, and
@@ -66,16 +64,8 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
 	}
 	h := &hop{src: src, column: column, colIdx: src.Schema.Index(column), outN: nOut, name: "__hop/" + topic, refs: 1}
-	h.dec = exec.NewJSONDecoder(decodeSchema(&catalog.Relation{Schema: src.Schema, Source: src}), nil)
-	delay := int64(0)
-	if src.Watermark != nil {
-		delay = src.Watermark.DelayMs
-	}
-	idle := src.IdleTimeoutMs
-	if idle <= 0 {
-		idle = DefaultIdleTimeoutMs
-	}
-	h.hopLoop = newHopLoop(s, topic, s.log.With("hop", topic), window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock))
+	h.dec = newDecoder(&catalog.Relation{Schema: src.Schema, Source: src})
+	h.hopLoop = newHopLoop(s, topic, s.log.With("hop", topic), s.newWatermarks(src.Watermark, src))
 	if err := h.start(ctx, nIn); err != nil {
 		return nil, err
 	}
@@ -123,38 +113,14 @@ func (h *hop) start(ctx context.Context, nIn int) error {
 
 // process re-emits one fetch, then sends markers and commits positions.
 func (h *hop) process(ctx context.Context, fs kgo.Fetches) error {
-	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, context.Canceled) {
-			return nil
-		}
-		return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-	}
 	var out []*kgo.Record
-	touched := map[int32]bool{}
-	var err error
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		ps := h.wms.Part(fp.Partition)
-		if err != nil || ps == nil {
-			return
-		}
-		h.wms.SawEnd(fp.Partition, fp.HighWatermark)
-		recs := fp.Records
-		for len(recs) > 0 && recs[0].Offset < ps.Next {
-			recs = recs[1:]
-		}
-		if len(recs) == 0 {
-			return
-		}
-		var rs []*kgo.Record
-		rs, err = h.rekey(ctx, fp.Partition, recs)
+	touched, err := eachNewPartition(fs, h.wms, func(p int32, recs []*kgo.Record) error {
+		rs, err := h.rekey(ctx, p, recs)
 		out = append(out, rs...)
-		touched[fp.Partition] = true
-	})
-	if err != nil {
 		return err
-	}
-	if len(touched) == 0 {
-		return nil
+	})
+	if err != nil || len(touched) == 0 {
+		return err
 	}
 	if err := h.srv.kafka.produceSync(ctx, out); err != nil {
 		return fmt.Errorf("write to %s: %w", h.topic, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/window"
 )
 
@@ -40,6 +41,21 @@ type hopStage interface {
 	// partitions (markers; the combine hop first ships what they hold when
 	// all is set, as on idleness or FLUSH).
 	handOver(ctx context.Context, which map[int32]bool, all bool) error
+}
+
+// newWatermarks tracks the partitions of an input with watermark wm (nil:
+// delay 0) read from src (nil: a stream's output), whose idle_timeout
+// applies.
+func (s *Server) newWatermarks(wm *catalog.Watermark, src *catalog.Source) *window.Watermarks {
+	delay := int64(0)
+	if wm != nil {
+		delay = wm.DelayMs
+	}
+	idle := int64(DefaultIdleTimeoutMs)
+	if src != nil && src.IdleTimeoutMs > 0 {
+		idle = src.IdleTimeoutMs
+	}
+	return window.NewWatermarks(delay, time.Duration(idle)*time.Millisecond, s.clock)
 }
 
 func newHopLoop(srv *Server, topic string, log *slog.Logger, wms *window.Watermarks) hopLoop {

@@ -31,7 +31,7 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 			return nil, err
 		}
 	}
-	dec := exec.NewJSONDecoder(decodeSchema(p.Input), nil)
+	dec := newDecoder(p.Input)
 	policy := "fail"
 	if p.Input.Source != nil {
 		policy = p.Input.Source.OnError

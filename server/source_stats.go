@@ -160,7 +160,7 @@ func (s *Server) sampleSource(src *catalog.Source) {
 	defer cancel()
 	st := s.statsFor(src)
 	rel := &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, Source: src}
-	dec := exec.NewJSONDecoder(decodeSchema(rel), nil)
+	dec := newDecoder(rel)
 	var recs []*kgo.Record
 	flushBatch := func() {
 		if len(recs) == 0 {

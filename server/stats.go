@@ -40,7 +40,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 	// was declared, on an empty topic) takes this sample as its first.
 	st := s.statsFor(p.Input.Source)
 	seed := st.empty()
-	dec := exec.NewJSONDecoder(decodeSchema(p.Input), nil)
+	dec := newDecoder(p.Input)
 	colIdx := p.Input.Schema.Index(p.RepartitionBy)
 	size := p.Window.Spec.Size
 	var minT, maxT int64

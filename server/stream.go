@@ -99,12 +99,8 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 		// The window's time column is event time even without a WATERMARK clause.
 		r.tsIdx = plan.Window.TimeIdx
 	}
-	r.dec = exec.NewJSONDecoder(decodeSchema(plan.Input), nil)
-	idle := int64(DefaultIdleTimeoutMs)
-	if src := plan.Input.Source; src != nil && src.IdleTimeoutMs > 0 {
-		idle = src.IdleTimeoutMs
-	}
-	r.wms = window.NewWatermarks(r.delay, time.Duration(idle)*time.Millisecond, srv.clock)
+	r.dec = newDecoder(plan.Input)
+	r.wms = srv.newWatermarks(plan.Input.Watermark, plan.Input.Source)
 	if plan.Aggregate {
 		a, err := buildAggregator(plan, def.Options.AllowedLatenessMs)
 		if err != nil {
@@ -121,11 +117,8 @@ func newRunner(srv *Server, def *catalog.Stream, plan *planner.Plan, nparts, out
 // useCombine makes the runner the merge stage of a combine hop: it reads
 // the partials and markers c ships from nSources source partitions.
 func (r *runner) useCombine(c *combiner, nSources int) {
-	r.combiner, r.readTopic = c, c.topic
-	r.progress = map[int32]*shuffle.Progress{}
-	for p := range r.wms.Parts() {
-		r.progress[p] = shuffle.NewProgress(nSources)
-	}
+	r.combiner = c
+	r.readBehind(c.topic, nSources)
 }
 
 // mergePartials folds shipped partial accumulators into their (window,
@@ -171,7 +164,14 @@ func (r *runner) reportCombineLag() {
 // useHop makes the runner read a repartition hop's topic, whose event time
 // comes from markers of nSources source partitions.
 func (r *runner) useHop(h *hop, nSources int) {
-	r.hop, r.readTopic = h, h.topic
+	r.hop = h
+	r.readBehind(h.topic, nSources)
+}
+
+// readBehind makes the runner read a hop's internal topic, whose
+// partitions' event time comes from markers of nSources source partitions.
+func (r *runner) readBehind(topic string, nSources int) {
+	r.readTopic = topic
 	r.progress = map[int32]*shuffle.Progress{}
 	for p := range r.wms.Parts() {
 		r.progress[p] = shuffle.NewProgress(nSources)
@@ -419,33 +419,11 @@ func (r *runner) flush(ctx context.Context, targets map[int32]int64) error {
 
 // process decodes and folds one fetch into state.
 func (r *runner) process(ctx context.Context, fs kgo.Fetches) error {
-	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, context.Canceled) {
-			return nil
-		}
-		return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-	}
 	var outRows [][]any
-	var err error
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if err != nil {
-			return
-		}
-		ps := r.wms.Part(fp.Partition)
-		if ps == nil {
-			return
-		}
-		r.wms.SawEnd(fp.Partition, fp.HighWatermark)
-		recs := fp.Records
-		for len(recs) > 0 && recs[0].Offset < ps.Next { // already in state
-			recs = recs[1:]
-		}
-		if len(recs) == 0 {
-			return
-		}
-		var rows [][]any
-		rows, err = r.processPartition(ctx, fp.Partition, recs)
+	_, err := eachNewPartition(fs, r.wms, func(p int32, recs []*kgo.Record) error {
+		rows, err := r.processPartition(ctx, p, recs)
 		outRows = append(outRows, rows...)
+		return err
 	})
 	if err != nil {
 		return err
@@ -566,19 +544,14 @@ func (r *runner) processRecords(ctx context.Context, p int32, recs []*kgo.Record
 	return rows, nil
 }
 
-// decodeSchema is the schema records are decoded with: the input's, except
-// that with timestamp = 'kafka' the watermark column is not read from the
-// JSON (fillKafkaTime fills it), so a field of that name cannot fail a
-// record.
-func decodeSchema(in *catalog.Relation) types.Schema {
-	src := in.Source
-	if src == nil || !src.KafkaTimestamp || src.Watermark == nil {
-		return in.Schema
+// newDecoder decodes records of in. With timestamp = 'kafka' the
+// watermark column is not read from the JSON: fillKafkaTime fills it.
+func newDecoder(in *catalog.Relation) *exec.JSONDecoder {
+	d := exec.NewJSONDecoder(in.Schema, nil)
+	if src := in.Source; src != nil && src.KafkaTimestamp && src.Watermark != nil {
+		d.Skip(in.Schema.Index(src.Watermark.Column))
 	}
-	out := append(types.Schema(nil), in.Schema...)
-	i := out.Index(src.Watermark.Column)
-	out[i].Name = "\x00kafka-timestamp" // no JSON field is matched
-	return out
+	return d
 }
 
 // fillKafkaTime sets the watermark column of a timestamp = 'kafka' source
