@@ -18,16 +18,16 @@ func (a *Aggregator) DueWindows(prev int64, hasPrev bool, wm int64) []int64 {
 	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
-	return a.windowsOfSlices(func(end int64) bool {
+	return a.windowsOfSlices(func(end, _ int64) bool {
 		closeAt := end + a.Lateness
 		return closeAt <= wm && (!hasPrev || closeAt > prev)
 	})
 }
 
 // windowsOfSlices lists, ascending and once each, the starts of the
-// windows that contain a slice present in the table and whose end passes
-// keep.
-func (a *Aggregator) windowsOfSlices(keep func(end int64) bool) []int64 {
+// windows that contain a slice present in the table and for which keep
+// (given the window's end and that slice) holds.
+func (a *Aggregator) windowsOfSlices(keep func(end, slice int64) bool) []int64 {
 	spec := a.Window
 	step := spec.Slide
 	if step == 0 {
@@ -38,7 +38,7 @@ func (a *Aggregator) windowsOfSlices(keep func(end int64) bool) []int64 {
 	for sl := range a.Table.windows {
 		// windows containing slice sl: ends from its first to its last
 		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
-			if w := end - spec.Size; keep(end) && !seen[w] {
+			if w := end - spec.Size; !seen[w] && keep(end, sl) {
 				seen[w] = true
 				out = append(out, w)
 			}
@@ -49,15 +49,23 @@ func (a *Aggregator) windowsOfSlices(keep func(end int64) bool) []int64 {
 }
 
 // CloseDue emits every window (or session) that a watermark move from
-// prev (hasPrev false: none before) to wm closes, in order of end. It also
-// counts those that were already due at recoveredBefore (the watermark a
-// restarted stream was restored with): timers that came due while it was
-// down.
-func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, recoveredBefore int64) (out []*Batch, recovered int, err error) {
+// prev (hasPrev false: none before) to wm closes, in order of end.
+//
+// After a restart, restored is true and prev is the watermark restored
+// with the state: windows due by then were emitted before the stop, unless
+// the state still holds a group that only they needed. A window's close
+// and the removal of the slices only it needed are written in one commit,
+// so such a group proves the close never happened: those windows are
+// emitted too, and counted as recovered (timers that came due while the
+// stream was down). A window closed before the stop is never emitted
+// again, even when slices it shares with windows still open survive (a
+// HOP window re-closed from those would carry a wrong, smaller pane).
+func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, restored bool) (out []*Batch, recovered int, err error) {
 	if a.sessions != nil {
+		// Sessions are deleted when they close: one still held was not closed.
 		due := a.dueSessions(wm)
 		for _, s := range due {
-			if s.end+a.Lateness <= recoveredBefore {
+			if restored && hasPrev && s.end+a.Lateness <= prev {
 				recovered++
 			}
 		}
@@ -67,8 +75,24 @@ func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, recoveredBefor
 		}
 		return out, recovered, err
 	}
-	for _, w := range a.DueWindows(prev, hasPrev, wm) {
-		if w+a.Window.Size+a.Lateness <= recoveredBefore {
+	if a.Window == nil {
+		return nil, 0, nil
+	}
+	spec := a.Window
+	due := a.windowsOfSlices(func(end, slice int64) bool {
+		closeAt := end + a.Lateness
+		if closeAt > wm {
+			return false
+		}
+		if !hasPrev || closeAt > prev {
+			return true
+		}
+		// Due before the restart: still pending only if this slice is one
+		// the window's close would have removed.
+		return restored && spec.LastWindowEnd(slice) == end
+	})
+	for _, w := range due {
+		if hasPrev && w+spec.Size+a.Lateness <= prev {
 			recovered++
 		}
 		b, err := a.EmitWindow(w)
@@ -171,7 +195,7 @@ func (a *Aggregator) OpenWindows(wm int64, hasWM bool) []int64 {
 	if a.Window == nil || a.sessions != nil {
 		return nil
 	}
-	return a.windowsOfSlices(func(end int64) bool { return !hasWM || end+a.Lateness > wm })
+	return a.windowsOfSlices(func(end, _ int64) bool { return !hasWM || end+a.Lateness > wm })
 }
 
 // StateRef names one group's entry in the state store.

@@ -99,7 +99,7 @@ func checkWindowRun(t *testing.T, rng *rand.Rand, spec window.Spec, delay, laten
 		}
 	}
 	closeUpTo := func(to int64) {
-		out, _, err := a.CloseDue(prev, hasPrev, to, math.MinInt64)
+		out, _, err := a.CloseDue(prev, hasPrev, to, false)
 		if err != nil {
 			t.Fatal(err)
 		}

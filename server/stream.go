@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -612,9 +611,6 @@ func (r *runner) watermarkWouldMove() bool {
 // state, positions and the watermark in one batch.
 func (r *runner) closeAndCommit(ctx context.Context) error {
 	prev, hadPrev := r.wm, r.hasWM
-	if r.recovering {
-		hadPrev = false // close what the restored watermark had passed
-	}
 	if r.agg != nil && r.plan.Window != nil {
 		if wm, ok := r.wms.Current(); ok && (!r.hasWM || wm > r.wm) {
 			r.wm, r.hasWM = wm, true
@@ -626,13 +622,9 @@ func (r *runner) closeAndCommit(ctx context.Context) error {
 		var out [][]any
 		var err error
 		if r.hasWM && r.plan.Window != nil {
-			recoveredBefore := int64(math.MinInt64)
-			if r.recovering {
-				recoveredBefore = prev
-			}
 			var closed []*exec.Batch
 			var recovered int
-			closed, recovered, err = r.agg.CloseDue(prev, hadPrev, r.wm, recoveredBefore)
+			closed, recovered, err = r.agg.CloseDue(prev, hadPrev, r.wm, r.recovering)
 			if err != nil {
 				return err
 			}
