@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 	"github.com/turbinesql/turbinesql/window"
 )
@@ -25,6 +26,9 @@ type AggConfig struct {
 	Lateness int64 // allowed lateness, millis
 	Specs    []agg.Spec
 	Args     [][]Expr // per aggregate, over the input
+	// Partitions is the partition count of the input the groups are keyed
+	// for (0: 960): it decides the key groups (state.GroupOf).
+	Partitions int
 }
 
 // Aggregator is the hash aggregation operator: it filters a batch, assigns
@@ -89,6 +93,14 @@ func newFuncs(specs []agg.Spec) ([]agg.Func, error) {
 		funcs[i] = f
 	}
 	return funcs, nil
+}
+
+// keyGroup is the key group of a partition-key value.
+func (a *Aggregator) keyGroup(pk []byte) uint16 {
+	if a.Partitions == 0 {
+		return state.KeyGroup(pk)
+	}
+	return state.GroupOf(pk, a.Partitions)
 }
 
 // newTable is an empty group table over fresh accumulators of the same
@@ -214,7 +226,7 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	if a.PK >= 0 {
 		for _, i := range newRows {
 			a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
-			a.Table.Meta(slots[i]).KG = keyGroup(a.pkBuf)
+			a.Table.Meta(slots[i]).KG = a.keyGroup(a.pkBuf)
 		}
 	}
 	a.slots = slots

@@ -262,6 +262,10 @@ func (a *Aggregator) Restore(ref StateRef, val []byte) error {
 // the group (window, key), marking it changed.
 func (a *Aggregator) MergePartial(window int64, key []byte, enc []byte) error {
 	s, isNew := a.Table.Lookup(window, key)
+	if isNew {
+		// Partials are placed by their group key: so is the state.
+		a.Table.Meta(s).KG = a.keyGroup(key)
+	}
 	if err := a.Table.Merge(s, enc); err != nil {
 		if isNew {
 			a.Table.CloseWindowSlot(s)

@@ -1,11 +1,5 @@
 package exec
 
-import (
-	"github.com/turbinesql/turbinesql/state"
-)
-
-func keyGroup(pk []byte) uint16 { return state.KeyGroup(pk) }
-
 // Select keeps the rows where keep is true (kept of them).
 func (b *Batch) Select(keep []bool, kept int) *Batch {
 	out := &Batch{N: kept, Cols: make([]*Vec, len(b.Cols))}

@@ -5,16 +5,15 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // catalogLog keeps the catalog in a compacted Kafka topic: one record per
 // object keyed "kind/name" holding the statement that created it, a
 // tombstone when it is dropped. Every node of an app replays the same log.
 type catalogLog struct {
-	k     *kafka
+	k     *kafkaio.Client
 	topic string
 }
 
@@ -23,27 +22,27 @@ type catalogEntry struct {
 	offset          int64
 }
 
-func newCatalogLog(ctx context.Context, k *kafka, topic string) (*catalogLog, error) {
+func newCatalogLog(ctx context.Context, k *kafkaio.Client, topic string) (*catalogLog, error) {
 	compact := "compact"
-	if _, err := k.ensureTopic(ctx, topic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
+	if _, err := k.EnsureTopic(ctx, topic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
 		return nil, err
 	}
 	return &catalogLog{k: k, topic: topic}, nil
 }
 
 func (l *catalogLog) Put(kind catalog.Kind, name, sql string) error {
-	return l.k.produceSync(context.Background(), []*kgo.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: []byte(sql)}})
+	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: []byte(sql)}})
 }
 
 func (l *catalogLog) Delete(kind catalog.Kind, name string) error {
-	return l.k.produceSync(context.Background(), []*kgo.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: nil}})
+	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: nil}})
 }
 
 // load returns the live entries in the order they were created, so a
 // stream comes after the relation it reads.
 func (l *catalogLog) load(ctx context.Context) ([]catalogEntry, error) {
 	live := map[string]catalogEntry{}
-	err := l.k.readAll(ctx, l.topic, func(r *kgo.Record) error {
+	err := l.k.ReadAll(ctx, l.topic, func(r *kafkaio.Record) error {
 		key := string(r.Key)
 		if r.Value == nil {
 			delete(live, key)

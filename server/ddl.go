@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
@@ -117,7 +118,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 	if want == 0 {
 		want = 1
 	}
-	have, err := s.kafka.ensureTopic(ctx, src.Topic, want, nil)
+	have, err := s.kafka.EnsureTopic(ctx, src.Topic, want, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 			WithPos(st.Options["partitions"].Pos).WithHint("declare partitions = %d, or omit partitions to take the topic as it is", have)
 	}
 	if src.OnError == "dlq" {
-		if _, err := s.kafka.ensureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
+		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -224,17 +225,56 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if done, err := s.nameTaken(def.Name, st.IfNotExists, persist); done || err != nil {
 		return &pgwire.Result{Tag: "CREATE STREAM"}, err
 	}
-	nIn, err := s.kafka.partitions(ctx, p.Input.Topic)
+	spec, err := s.prepareStream(ctx, def, p, st.Options, persist)
 	if err != nil {
 		return nil, err
 	}
-	if nIn == 0 {
-		return nil, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
+	if persist {
+		// A new stream starts from nothing, whatever an earlier one of the same name left.
+		if err := s.dropStreamState(def.Name, p); err != nil {
+			return nil, err
+		}
 	}
+	if err := s.cat.AddStream(def, persist); err != nil {
+		return nil, err
+	}
+	r, err := s.startStream(ctx, def, p, spec)
+	if err != nil {
+		if persist {
+			_ = s.cat.Drop(catalog.KindStream, def.Name)
+			return nil, err
+		}
+		// Replaying the catalog: the stream stays, failed, with the reason.
+		s.log.Error("stream cannot start", "stream", def.Name, "err", err)
+		s.streams[def.Name] = &stream{def: def, plan: p, err: err, stats: &dataflow.Stats{}}
+		return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+	}
+	if persist && p.CombineEligible {
+		if err := s.store.PutPlan(def.Name, planStrategy, p.Strategy); err != nil {
+			return nil, err
+		}
+	}
+	s.streams[def.Name] = r
+	return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+}
+
+// prepareStream checks a planned stream against its topics and creates
+// what it writes: the output topic, and a combine's internal topic. It
+// returns the partition counts the stream starts with.
+func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, o sql.Options, persist bool) (streamSpec, error) {
+	var spec streamSpec
+	nIn, err := s.kafka.Partitions(ctx, p.Input.Topic)
+	if err != nil {
+		return spec, err
+	}
+	if nIn == 0 {
+		return spec, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
+	}
+	spec.nIn = nIn
 	if p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal {
 		if err := state.CheckDivisor(p.Input.Topic, nIn, ""); err != nil {
 			if !s.cfg.AllowNonDivisor {
-				return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
+				return spec, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
 			}
 			s.log.Warn("starting on a partition count that does not divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)", "stream", def.Name, "detail", err.Error())
 		}
@@ -243,89 +283,60 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if outN == 0 {
 		outN = nIn
 	}
-	have, err := s.kafka.ensureTopic(ctx, def.Topic, outN, nil)
+	have, err := s.kafka.EnsureTopic(ctx, def.Topic, outN, nil)
 	if err != nil {
-		return nil, err
+		return spec, err
 	}
 	if persist && def.Partitions > 0 && have != def.Partitions {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "output topic %q exists with %d partitions, not the %d declared", def.Topic, have, def.Partitions).
-			WithPos(st.Options["partitions"].Pos)
+		return spec, sql.Errorf(sql.CodeInvalidParameter, "output topic %q exists with %d partitions, not the %d declared", def.Topic, have, def.Partitions).
+			WithPos(o["partitions"].Pos)
 	}
-	if persist {
-		// A new stream starts from nothing, whatever an earlier one of the same name left.
-		if err := s.store.DropStream(def.Name); err != nil {
-			return nil, err
+	spec.outN = have
+	switch p.Strategy {
+	case planner.StrategyRepartition:
+		if spec.nRep, err = o.Count("repartition_partitions"); err != nil {
+			return spec, err
 		}
-	}
-	nRead := nIn
-	var h *hop
-	if p.Strategy == planner.StrategyRepartition {
-		nRep, err := st.Options.Count("repartition_partitions")
-		if err != nil {
-			return nil, err
+		spec.declaredRep = spec.nRep > 0
+		if !spec.declaredRep {
+			spec.nRep = nIn
 		}
-		declared := nRep > 0
-		if !declared {
-			nRep = nIn
-		}
-		if h, err = s.hopFor(ctx, p.Input.Source, p.RepartitionBy, nIn, nRep, declared); err != nil {
-			return nil, err
-		}
-		nRead = h.outN
-	}
-	r, err := newRunner(s, def, p, nRead, have)
-	if err != nil {
-		if h != nil {
-			s.releaseHop(h)
-		}
-		return nil, err
-	}
-	if h != nil {
-		r.useHop(h, nIn)
-	}
-	if p.Strategy == planner.StrategyCombine {
+	case planner.StrategyCombine:
 		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" || def.Options.EmitEveryMs > 0 {
-			return nil, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness, late_data_topic or EMIT EVERY").
+			return spec, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness, late_data_topic or EMIT EVERY").
 				WithHint("use strategy 'repartition'")
 		}
-		nCmb, err := st.Options.Count("combine_partitions")
+		if spec.nCmb, err = o.Count("combine_partitions"); err != nil {
+			return spec, err
+		}
+		if spec.nCmb == 0 {
+			spec.nCmb = nIn
+		}
+		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
+		if err := state.CheckDivisor(topic, spec.nCmb, "combine_partitions"); err != nil && !s.cfg.AllowNonDivisor {
+			return spec, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+		}
+		have, err := s.kafka.EnsureTopic(ctx, topic, spec.nCmb, nil)
 		if err != nil {
-			return nil, err
+			return spec, err
 		}
-		if nCmb == 0 {
-			nCmb = nIn
-		}
-		if nCmb != nRead {
-			if r, err = newRunner(s, def, p, nCmb, have); err != nil {
-				return nil, err
-			}
-		}
-		c, err := s.startCombiner(ctx, def, p, nIn, nCmb)
-		if err != nil {
-			return nil, err
-		}
-		r.useCombine(c, nIn)
-	}
-	if err := s.cat.AddStream(def, persist); err != nil {
-		return nil, err
-	}
-	if err := r.start(); err != nil {
-		_ = s.cat.Drop(catalog.KindStream, def.Name)
-		if h != nil {
-			s.releaseHop(h)
-		}
-		if r.combiner != nil {
-			r.combiner.stop()
-		}
-		return nil, err
-	}
-	if persist && p.CombineEligible {
-		if err := s.store.PutPlan(def.Name, planStrategy, p.Strategy); err != nil {
-			return nil, err
+		if have != spec.nCmb {
+			return spec, sql.Errorf(sql.CodeInvalidParameter, "combine topic %q exists with %d partitions, not %d", topic, have, spec.nCmb).
+				WithHint("delete the topic deliberately, or set combine_partitions = %d", have)
 		}
 	}
-	s.runners[def.Name] = r
-	return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+	return spec, nil
+}
+
+// dropStreamState deletes the state of a stream's stages.
+func (s *Server) dropStreamState(name string, p *planner.Plan) error {
+	if err := s.store.DropStream(name); err != nil {
+		return err
+	}
+	if p != nil && p.Input != nil {
+		return s.store.DropStream("__cmb/" + combineTopic(s.cfg.AppID, p.Input.Topic, name))
+	}
+	return nil
 }
 
 // nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a
@@ -370,16 +381,13 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 		delete(s.sourceStats, st.Name)
 		s.statsMu.Unlock()
 	}
-	if r, ok := s.runners[st.Name]; ok {
-		r.stop()
-		if r.hop != nil {
-			s.releaseHop(r.hop)
-		}
-		delete(s.runners, st.Name)
-		if err := s.store.DropStream(st.Name); err != nil {
+	if r, ok := s.streams[st.Name]; ok {
+		r.stop(s)
+		delete(s.streams, st.Name)
+		if err := s.dropStreamState(st.Name, r.plan); err != nil {
 			return nil, err
 		}
-		s.metrics.forget(st.Name)
+		s.metrics.Forget(st.Name)
 	}
 	return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
 }

@@ -38,8 +38,8 @@ func TestCombineLatePartial(t *testing.T) {
 		}
 	}
 	var partial *kgo.Record
-	if err := srv.kafka.readAll(ctx, combineTopic(srv.cfg.AppID, "tx", "per_user"), func(r *kgo.Record) error {
-		if _, isMarker := markerOf(r); !isMarker && partial == nil {
+	if err := srv.kafka.ReadAll(ctx, combineTopic(srv.cfg.AppID, "tx", "per_user"), func(r *kgo.Record) error {
+		if !isMarker(r) && partial == nil {
 			partial = r
 		}
 		return nil
@@ -50,7 +50,7 @@ func TestCombineLatePartial(t *testing.T) {
 		t.Fatal("no partial on the combine topic")
 	}
 	again := &kgo.Record{Topic: partial.Topic, Partition: partial.Partition, Key: partial.Key, Value: partial.Value, Headers: partial.Headers}
-	if err := srv.kafka.produceSync(ctx, []*kgo.Record{again}); err != nil {
+	if err := srv.kafka.ProduceSync(ctx, []*kgo.Record{again}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
@@ -64,7 +64,7 @@ func TestCombineLatePartial(t *testing.T) {
 		t.Fatalf("u1: %d panes, n = %d; want one pane of 2", panes, n)
 	}
 	var m dto.Metric
-	if err := srv.metrics.combineLatePartials.WithLabelValues("per_user").Write(&m); err != nil {
+	if err := srv.metrics.CombineLatePartials.WithLabelValues("per_user").Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.GetCounter().GetValue(); got != 1 {
@@ -84,8 +84,17 @@ func TestCombineLatePartial(t *testing.T) {
 	}
 }
 
+func isMarker(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == shuffle.MarkerHeader {
+			return true
+		}
+	}
+	return false
+}
+
 func lagNamed(t *testing.T, srv *Server) bool {
-	fams, err := srv.metrics.reg.Gather()
+	fams, err := srv.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

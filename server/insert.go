@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
@@ -42,7 +41,7 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 			cols = append(cols, i)
 		}
 	}
-	n, err := s.kafka.partitions(ctx, src.Topic)
+	n, err := s.kafka.Partitions(ctx, src.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +52,7 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 	if src.PartitionKey != "" {
 		pk = src.Schema.Index(src.PartitionKey)
 	}
-	recs := make([]*kgo.Record, 0, len(st.Rows))
+	recs := make([]*kafkaio.Record, 0, len(st.Rows))
 	now := time.Now()
 	for ri, row := range st.Rows {
 		if len(row) != len(cols) {
@@ -67,7 +66,7 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 			}
 			vals[cols[j]] = v
 		}
-		rec := &kgo.Record{Topic: src.Topic, Value: appendJSONRow(nil, src.Schema, vals), Timestamp: now}
+		rec := &kafkaio.Record{Topic: src.Topic, Value: exec.AppendJSONRow(nil, src.Schema, vals), Timestamp: now}
 		if pk >= 0 && vals[pk] != nil {
 			// A non-nil dst: an empty text key is an empty key on the
 			// wire, as the Java client sends it, not a null key.
@@ -79,7 +78,7 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 		}
 		recs = append(recs, rec)
 	}
-	if err := s.kafka.produceSync(ctx, recs); err != nil {
+	if err := s.kafka.ProduceSync(ctx, recs); err != nil {
 		return nil, fmt.Errorf("write to %s: %w", src.Topic, err)
 	}
 	return &pgwire.Result{Tag: "INSERT 0 " + strconv.Itoa(len(recs))}, nil

@@ -87,14 +87,14 @@ func TestMessageKeyPlacement(t *testing.T) {
 // early: the topic must hold both early (is_final false) and final panes.
 func checkKeyed(ctx context.Context, t *testing.T, srv *Server, topic, col string, min int, early bool) {
 	t.Helper()
-	n, err := srv.kafka.partitions(ctx, topic)
+	n, err := srv.kafka.Partitions(ctx, topic)
 	if err != nil || n == 0 {
 		t.Fatalf("partitions of %s: %d, %v", topic, n, err)
 	}
 	var total, nulls, empty int
 	finals := map[bool]int{}
 	parts := map[int32]bool{}
-	err = srv.kafka.readAll(ctx, topic, func(r *kgo.Record) error {
+	err = srv.kafka.ReadAll(ctx, topic, func(r *kgo.Record) error {
 		total++
 		var row map[string]any
 		if err := json.Unmarshal(r.Value, &row); err != nil {

@@ -65,22 +65,3 @@ func outputNames(s types.Schema) string {
 	}
 	return strings.Join(names, ", ")
 }
-
-// outputKeys is the Kafka key of each output row. With message_key it is
-// the row's value of that column (NULL: nil, an unkeyed record; an empty
-// text is an empty key, as the Java client sends it), whatever key the
-// stream would give the row otherwise; without it, keys as given.
-func (r *runner) outputKeys(rows [][]any, keys [][]byte) [][]byte {
-	mk := r.def.Options.MessageKey
-	if mk == "" {
-		return keys
-	}
-	i := r.plan.Output.Index(mk)
-	out := make([][]byte, len(rows))
-	for j, row := range rows {
-		if s, ok := row[i].(string); ok {
-			out[j] = append([]byte{}, s...)
-		}
-	}
-	return out
-}

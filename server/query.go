@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
@@ -27,17 +27,17 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 	}
 	var ag *exec.Aggregator
 	if p.Aggregate {
-		if ag, err = buildAggregator(p, 0); err != nil {
+		if ag, err = dataflow.NewAggregator(p, 0, 0); err != nil {
 			return nil, err
 		}
 	}
-	dec := newDecoder(p.Input)
+	dec := dataflow.NewDecoder(p.Input)
 	policy := "fail"
 	if p.Input.Source != nil {
 		policy = p.Input.Source.OnError
 	}
 	var rows [][]any
-	var chunk []*kgo.Record
+	var chunk []*kafkaio.Record
 	consume := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -54,9 +54,9 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", p.Input.Name)
 		}
 		b := exec.BatchOf(rec, p.Input.Schema)
-		fillKafkaTime(p.Input, b, chunk, decoded)
+		dataflow.FillKafkaTime(p.Input, b, chunk, decoded)
 		if p.NeedsSeq {
-			appendSeq(b, chunk, decoded)
+			dataflow.AppendSeq(b, chunk, decoded)
 		}
 		chunk = chunk[:0]
 		if ag != nil {
@@ -71,7 +71,7 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 		rows = append(rows, out...)
 		return err
 	}
-	err = s.kafka.readAll(ctx, p.Input.Topic, func(r *kgo.Record) error {
+	err = s.kafka.ReadAll(ctx, p.Input.Topic, func(r *kafkaio.Record) error {
 		chunk = append(chunk, r)
 		if len(chunk) >= decodeChunk {
 			return consume()
@@ -191,71 +191,7 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 // to its input before the call, closed the windows that input closes and
 // committed. Streams feeding streams need rounds: it repeats until a round
 // finds no input moved.
-func (s *Server) flush(ctx context.Context) error {
-	var prev map[string]map[int32]int64
-	for round := 0; round < 20; round++ {
-		s.mu.Lock()
-		runners := make([]*runner, 0, len(s.runners))
-		for _, r := range s.runners {
-			runners = append(runners, r)
-		}
-		hops := make([]*hop, 0, len(s.hops))
-		for _, h := range s.hops {
-			hops = append(hops, h)
-		}
-		s.mu.Unlock()
-		ends := map[string]map[int32]int64{}
-		endsOf := func(topic string) (map[int32]int64, error) {
-			e, ok := ends[topic]
-			if !ok {
-				var err error
-				if e, err = s.kafka.endOffsets(ctx, topic); err != nil {
-					return nil, err
-				}
-				ends[topic] = e
-			}
-			return e, nil
-		}
-		// Repartition hops first: what they re-emit is the input of the
-		// streams behind them.
-		for _, h := range hops {
-			e, err := endsOf(h.src.Topic)
-			if err != nil {
-				return err
-			}
-			if err := h.flush(ctx, e); err != nil {
-				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err)
-			}
-		}
-		for _, r := range runners {
-			if r.combiner == nil {
-				continue
-			}
-			e, err := endsOf(r.combiner.src.Topic)
-			if err != nil {
-				return err
-			}
-			if err := r.combiner.flush(ctx, e); err != nil {
-				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err)
-			}
-		}
-		for _, r := range runners {
-			if _, err := endsOf(r.readTopic); err != nil {
-				return err
-			}
-		}
-		for _, r := range runners {
-			if err := r.flush(ctx, ends[r.readTopic]); err != nil {
-				return sql.Errorf(sql.CodeObjectInUse, "FLUSH: %v", err).WithHint("SHOW STREAMS shows the stream's error; DROP and re-create it once fixed")
-			}
-		}
-		if sameEnds(prev, ends) {
-			return nil
-		}
-		prev = ends
-	}
-	return nil
-}
+func (s *Server) flush(ctx context.Context) error { return s.flushStages(ctx) }
 
 func sameEnds(a, b map[string]map[int32]int64) bool {
 	if a == nil || len(a) != len(b) {
@@ -282,7 +218,7 @@ func distinctRows(rows [][]any) [][]any {
 	out := rows[:0]
 	var key []byte
 	for _, r := range rows {
-		key = appendJSONArray(key[:0], r)
+		key = exec.AppendJSONArray(key[:0], r)
 		if !seen[string(key)] {
 			seen[string(key)] = true
 			out = append(out, r)

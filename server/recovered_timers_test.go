@@ -12,7 +12,7 @@ import (
 )
 
 // TestRecoveredDueTimers stops a stream with a window open, moves the
-// persisted watermark past the window's end (as if the process had died
+// persisted close watermark of its partition past the window's end (as if the process had died
 // after its watermark was written but before the close was emitted), and
 // starts again: the window closes at once, its pane is emitted, and the
 // start counts it in turbine_recovered_due_timers_total.
@@ -46,12 +46,13 @@ func TestRecoveredDueTimers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wm := parts[watermarkMetaPartition]; !wm.HasTime || wm.MaxTime >= time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC).UnixMilli() {
-		t.Fatalf("persisted watermark %+v: the window should still be open", wm)
+	meta := parts[0]
+	if !meta.HasClosed || meta.Closed >= time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC).UnixMilli() {
+		t.Fatalf("persisted partition state %+v: the window should still be open", meta)
 	}
 	b := st.NewBatch("counts")
-	due := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixMilli()
-	if err := b.PutPartition(watermarkMetaPartition, state.PartitionMeta{MaxTime: due, HasTime: true}); err != nil {
+	meta.Closed = time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixMilli()
+	if err := b.PutPartition(0, meta); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(); err != nil {
@@ -78,7 +79,7 @@ func TestRecoveredDueTimers(t *testing.T) {
 		t.Fatalf("pane %s %d, want a 2", k, n)
 	}
 	var m dto.Metric
-	if err := srv.metrics.recoveredTimers.WithLabelValues("counts").Write(&m); err != nil {
+	if err := srv.metrics.RecoveredTimers.WithLabelValues("counts").Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.GetCounter().GetValue(); got != 1 {

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/catalog"
-	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
-	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
 )
 
@@ -65,25 +65,33 @@ func (s *Server) pollRecords() int {
 // DefaultCommitInterval is the commit cadence when Config sets none.
 const DefaultCommitInterval = time.Second
 
+func (s *Server) commitEvery() time.Duration {
+	if s.cfg.CommitInterval > 0 {
+		return s.cfg.CommitInterval
+	}
+	return DefaultCommitInterval
+}
+
 // Server is a running TurbineSQL instance.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	broker  *kfake.Cluster
-	kafka   *kafka
+	broker  *kafkaio.Embedded
+	kafka   *kafkaio.Client
 	store   *state.Store
 	cat     *catalog.Catalog
-	metrics *metrics
+	reg     *prometheus.Registry
+	metrics *dataflow.Metrics
 	pg      *pgwire.Server
 	pgLn    net.Listener
 	http    *http.Server
 	httpLn  net.Listener
 
-	mu      sync.Mutex // guards runners and DDL
-	runners map[string]*runner
+	mu      sync.Mutex // guards streams, hops and DDL
+	streams map[string]*stream
+	hops    map[string]*sharedHop // running repartition hops by internal topic
 
 	clock func() time.Time
-	hops  map[string]*hop // running repartition hops by internal topic (under mu)
 
 	statsMu     sync.Mutex
 	sourceStats map[string]*sourceStats // by source name
@@ -99,8 +107,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AppID == "" {
 		cfg.AppID = "turbinesql"
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), runners: map[string]*runner{}, dlqParts: map[string]int{}, clock: cfg.Clock,
-		hops: map[string]*hop{}, sourceStats: map[string]*sourceStats{}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
+		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -115,19 +125,19 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 	brokers := cfg.Brokers
 	if len(brokers) == 0 {
-		b, err := startEmbeddedBroker(cfg.KafkaAddr, filepath.Join(cfg.DataDir, "kafka"))
+		b, err := kafkaio.StartEmbedded(cfg.KafkaAddr, filepath.Join(cfg.DataDir, "kafka"))
 		if err != nil {
 			return nil, err
 		}
 		s.broker = b
 		brokers = b.ListenAddrs()
 	}
-	k, err := newKafka(brokers)
+	k, err := kafkaio.New(brokers)
 	if err != nil {
 		return nil, err
 	}
 	s.kafka = k
-	if err := k.ping(ctx); err != nil {
+	if err := k.Ping(ctx); err != nil {
 		return nil, err
 	}
 	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log)
@@ -154,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("http listen on %s: %w (pass --http-addr)", cfg.HTTPAddr, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
@@ -174,7 +184,7 @@ func (s *Server) HTTPAddr() string {
 }
 
 // KafkaAddrs are the brokers in use.
-func (s *Server) KafkaAddrs() []string { return s.kafka.brokers }
+func (s *Server) KafkaAddrs() []string { return s.kafka.Brokers() }
 
 // Embedded reports whether the in-process broker runs.
 func (s *Server) Embedded() bool { return s.broker != nil }
@@ -189,12 +199,12 @@ func (s *Server) Close() {
 		_ = s.http.Close()
 	}
 	s.mu.Lock()
-	for name, r := range s.runners {
-		r.stop()
-		delete(s.runners, name)
+	for name, r := range s.streams {
+		r.stop(s)
+		delete(s.streams, name)
 	}
 	for topic, h := range s.hops {
-		h.stop()
+		h.stage.Stop()
 		delete(s.hops, topic)
 	}
 	s.mu.Unlock()
@@ -204,7 +214,7 @@ func (s *Server) Close() {
 		}
 	}
 	if s.kafka != nil {
-		s.kafka.close()
+		s.kafka.Close()
 	}
 	if s.broker != nil {
 		s.broker.Close()
@@ -233,25 +243,10 @@ func (s *Server) dlqPartitions(ctx context.Context, topic string) int {
 	if n, ok := s.dlqParts[topic]; ok {
 		return n
 	}
-	n, err := s.kafka.ensureTopic(ctx, topic, 1, nil)
+	n, err := s.kafka.EnsureTopic(ctx, topic, 1, nil)
 	if err != nil || n == 0 {
 		return 1
 	}
 	s.dlqParts[topic] = n
 	return n
-}
-
-// buildAggregator makes the hash aggregation operator of a plan.
-func buildAggregator(p *planner.Plan, latenessMs int64) (*exec.Aggregator, error) {
-	cfg := exec.AggConfig{Filter: p.Filter, Keys: p.Keys, PK: p.PartitionKey, TimeIdx: -1, Lateness: latenessMs,
-		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs))}
-	for i, a := range p.Aggs {
-		cfg.Specs[i] = a.Spec
-		cfg.Args[i] = a.Args
-	}
-	if p.Window != nil {
-		spec := p.Window.Spec
-		cfg.TimeIdx, cfg.Window = p.Window.TimeIdx, &spec
-	}
-	return exec.NewAggregator(cfg)
 }

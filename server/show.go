@@ -55,12 +55,18 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 		defer s.mu.Unlock()
 		for _, def := range s.cat.Streams() {
 			row := []any{def.Name, def.Input, def.Topic, nil, "stopped", int64(0), int64(0), int64(0), int64(0), int64(0), nil, nil}
-			if r, ok := s.runners[def.Name]; ok {
-				status, err, stats := r.snapshot()
-				row[3], row[4] = r.plan.Strategy, status
-				row[5], row[6], row[7], row[8], row[9] = stats.in, stats.out, stats.late, stats.skipped, stats.dlq
-				if stats.hasWatermark {
-					row[10] = types.MillisTime(stats.watermark)
+			if r, ok := s.streams[def.Name]; ok {
+				status, err := r.status()
+				if r.plan != nil {
+					row[3] = r.plan.Strategy
+				}
+				row[4] = status
+				st := r.stats
+				row[5], row[6], row[7], row[8], row[9] = st.In.Load(), st.Out.Load(), st.Late.Load(), st.Skipped.Load(), st.DLQ.Load()
+				if r.final != nil && r.plan.Window != nil {
+					if wm, ok, _ := r.final.Watermark(); ok {
+						row[10] = types.MillisTime(wm)
+					}
 				}
 				if err != nil {
 					row[11] = err.Error()

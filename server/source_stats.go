@@ -9,11 +9,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -160,8 +161,8 @@ func (s *Server) sampleSource(src *catalog.Source) {
 	defer cancel()
 	st := s.statsFor(src)
 	rel := &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, Source: src}
-	dec := newDecoder(rel)
-	var recs []*kgo.Record
+	dec := dataflow.NewDecoder(rel)
+	var recs []*kafkaio.Record
 	flushBatch := func() {
 		if len(recs) == 0 {
 			return
@@ -172,12 +173,12 @@ func (s *Server) sampleSource(src *catalog.Source) {
 		}
 		rec, decoded, _ := dec.Decode(values)
 		b := exec.BatchOf(rec, src.Schema)
-		fillKafkaTime(rel, b, recs, decoded)
+		dataflow.FillKafkaTime(rel, b, recs, decoded)
 		st.observe(b)
 		rec.Release()
 		recs = recs[:0]
 	}
-	err := s.kafka.readTail(ctx, src.Topic, sampleRecords, func(r *kgo.Record) error {
+	err := s.kafka.ReadTail(ctx, src.Topic, sampleRecords, func(r *kafkaio.Record) error {
 		recs = append(recs, r)
 		if len(recs) >= statsRows {
 			flushBatch()

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/window"
 )
@@ -28,8 +28,8 @@ const recordOverhead = 20
 func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	byPart := map[int32][]*kgo.Record{}
-	if err := s.kafka.readTail(ctx, p.Input.Topic, sampleRecords, func(r *kgo.Record) error {
+	byPart := map[int32][]*kafkaio.Record{}
+	if err := s.kafka.ReadTail(ctx, p.Input.Topic, sampleRecords, func(r *kafkaio.Record) error {
 		byPart[r.Partition] = append(byPart[r.Partition], r)
 		return nil
 	}); err != nil {
@@ -40,7 +40,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 	// was declared, on an empty topic) takes this sample as its first.
 	st := s.statsFor(p.Input.Source)
 	seed := st.empty()
-	dec := newDecoder(p.Input)
+	dec := dataflow.NewDecoder(p.Input)
 	colIdx := p.Input.Schema.Index(p.RepartitionBy)
 	size := p.Window.Spec.Size
 	var minT, maxT int64
@@ -53,12 +53,12 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 		}
 		rec, decoded, _ := dec.Decode(values)
 		b := exec.BatchOf(rec, p.Input.Schema)
-		fillKafkaTime(p.Input, b, recs, decoded)
+		dataflow.FillKafkaTime(p.Input, b, recs, decoded)
 		if seed {
 			st.observe(b)
 		}
 		if p.NeedsSeq {
-			appendSeq(b, recs, decoded)
+			dataflow.AppendSeq(b, recs, decoded)
 		}
 		col := b.Cols[colIdx]
 		for i, idx := range decoded[:b.N] {
@@ -85,7 +85,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 			hasT = true
 		}
 		e.Windows += int64(len(windows))
-		a, err := buildAggregator(p, 0)
+		a, err := dataflow.NewAggregator(p, 0, 0)
 		if err != nil {
 			rec.Release()
 			return nil, err

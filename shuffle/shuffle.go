@@ -10,9 +10,12 @@
 // far the slowest source partition has got. The hop therefore also sends,
 // to every partition of the internal topic, a marker per source partition:
 // "everything of source partition p up to event time t has been sent" (or
-// "p is idle"). A reader's event time on an internal partition is the
-// minimum over the source partitions that are not idle: a window closes
-// only once every source partition has passed it.
+// "p is idle"). A reader's watermark on an internal partition is the
+// minimum over the source partitions' watermarks: a window closes only once
+// every source partition has passed it. A source partition that is idle
+// sends the watermark idleness gave it (it advances with processing time,
+// never past its peers: window.Partition), so a quiet partition never holds
+// readers back for good, and one that never had data does not count.
 package shuffle
 
 import (
@@ -30,10 +33,11 @@ func RepartitionTopic(app, topic string, columns []string) string {
 // rather than data; its value is the marker's encoding.
 const MarkerHeader = "turbine.marker"
 
-// Marker says how far source partition Source has been sent: every record
-// with event time up to MaxTime (HasTime false: none yet) has gone out
-// before it. Idle: the source partition has had nothing to read for its
-// idle timeout and must not hold readers back.
+// Marker says how far source partition Source has been sent: its
+// watermark is MaxTime (HasTime false: none yet), and every record it sent
+// before the marker has gone out. Idle: the source partition had nothing
+// to read on a fresh end offset; idle without a watermark, it does not
+// count at all.
 type Marker struct {
 	Source  int32
 	MaxTime int64
@@ -87,48 +91,40 @@ func NewProgress(nSources int) *Progress {
 // Observe records a marker (a later one for the same source replaces it;
 // markers of one source arrive in order on one internal partition).
 func (p *Progress) Observe(m Marker) {
-	if old, ok := p.sources[m.Source]; ok && old.HasTime && m.HasTime && m.MaxTime < old.MaxTime {
-		m.MaxTime = old.MaxTime // never back
+	if old, ok := p.sources[m.Source]; ok && old.HasTime && (!m.HasTime || m.MaxTime < old.MaxTime) {
+		m.MaxTime, m.HasTime = old.MaxTime, true // never back
 	}
 	p.sources[m.Source] = m
 }
 
-// Time is the event time this internal partition has reached: the minimum
-// over source partitions that are not idle; when all are idle, the maximum.
-// ok is false until every source partition has reported, or while one
-// that is not idle has no time yet.
+// Time is the watermark this internal partition has reached: the minimum
+// over the source partitions' watermarks, leaving out those idle without
+// one. ok is false until every source partition has reported, or while one
+// that is not idle has no watermark yet.
 func (p *Progress) Time() (t int64, ok bool) {
 	if len(p.sources) < p.want {
 		return 0, false
 	}
-	var minActive, maxAll int64
-	anyActive, anyTime := false, false
 	for _, m := range p.sources {
-		if m.HasTime && (!anyTime || m.MaxTime > maxAll) {
-			maxAll, anyTime = m.MaxTime, true
-		}
-		if m.Idle {
-			continue
-		}
 		if !m.HasTime {
+			if m.Idle {
+				continue
+			}
 			return 0, false
 		}
-		if !anyActive || m.MaxTime < minActive {
-			minActive, anyActive = m.MaxTime, true
+		if !ok || m.MaxTime < t {
+			t, ok = m.MaxTime, true
 		}
 	}
-	if anyActive {
-		return minActive, true
-	}
-	return maxAll, anyTime
+	return t, ok
 }
 
 // Slowest names the source partition that holds this internal partition
-// back: the one, not idle, with the smallest event time (ok false when
-// none has reported one).
+// back: the one with the smallest watermark (ok false when none has
+// reported one).
 func (p *Progress) Slowest() (source int32, t int64, ok bool) {
 	for _, m := range p.sources {
-		if m.Idle || !m.HasTime {
+		if !m.HasTime {
 			continue
 		}
 		if !ok || m.MaxTime < t {

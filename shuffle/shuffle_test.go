@@ -25,8 +25,10 @@ func TestProgress(t *testing.T) {
 		{Marker{Source: 1}, 0, false},                                           // source 1 has no time yet
 		{Marker{Source: 1, MaxTime: 50, HasTime: true}, 50, true},               // min
 		{Marker{Source: 1, MaxTime: 200, HasTime: true}, 100, true},             // min moves to source 0
-		{Marker{Source: 0, MaxTime: 100, HasTime: true, Idle: true}, 200, true}, // idle: ignored
-		{Marker{Source: 1, MaxTime: 150, HasTime: true}, 200, true},             // a source never moves back
+		{Marker{Source: 0, MaxTime: 100, HasTime: true, Idle: true}, 100, true}, // idle counts at its watermark
+		{Marker{Source: 0, MaxTime: 180, HasTime: true, Idle: true}, 180, true}, // which idleness advances
+		{Marker{Source: 1, MaxTime: 150, HasTime: true}, 180, true},             // a source never moves back
+		{Marker{Source: 0, Idle: true}, 180, true},                              // source 0 never moves back either
 	}
 	for i, s := range steps {
 		p.Observe(s.m)
@@ -35,10 +37,11 @@ func TestProgress(t *testing.T) {
 			t.Fatalf("step %d (%+v): time %d/%v, want %d/%v", i, s.m, got, ok, s.want, s.wantOK)
 		}
 	}
-	all := NewProgress(1)
-	all.Observe(Marker{Source: 0, MaxTime: 9, HasTime: true, Idle: true})
-	if got, ok := all.Time(); !ok || got != 9 {
-		t.Fatalf("all idle: %d/%v, want the maximum 9", got, ok)
+	empty := NewProgress(2)
+	empty.Observe(Marker{Source: 0, MaxTime: 9, HasTime: true})
+	empty.Observe(Marker{Source: 1, Idle: true})
+	if got, ok := empty.Time(); !ok || got != 9 {
+		t.Fatalf("a source idle without data: %d/%v, want 9 (it does not count)", got, ok)
 	}
 }
 

@@ -75,3 +75,27 @@ func CheckDivisor(topic string, n int, option string) error {
 	}
 	return &DivisorError{Topic: topic, Count: n, Option: option}
 }
+
+// GroupsFor is the number of key groups state is split into on a partition
+// count of n: KeyGroups when n divides it. On any other count (started with
+// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1) no split into 960 groups agrees
+// with Kafka's placement, so each partition is its own group: that state
+// can never be rescaled, which is what the refusal warned about.
+func GroupsFor(n int) int {
+	if n > 0 && KeyGroups%n == 0 {
+		return KeyGroups
+	}
+	return n
+}
+
+// GroupOf is the key group of a partition-key value on a count of n.
+func GroupOf(key []byte, n int) uint16 { return uint16(PositiveHash(key) % uint32(GroupsFor(n))) }
+
+// OwnedGroups lists, ascending, the key groups partition p of n owns.
+func OwnedGroups(p int32, n int) []uint16 {
+	var out []uint16
+	for g := int(p); g < GroupsFor(n); g += n {
+		out = append(out, uint16(g))
+	}
+	return out
+}

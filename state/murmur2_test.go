@@ -51,3 +51,25 @@ func TestNearestValid(t *testing.T) {
 		t.Errorf("want 28 divisors of 960, got %d", len(ValidCounts()))
 	}
 }
+
+func TestOwnedGroups(t *testing.T) {
+	for _, n := range []int{1, 4, 7, 960} {
+		owner := map[uint16]int32{}
+		for p := int32(0); p < int32(n); p++ {
+			for _, g := range OwnedGroups(p, n) {
+				if _, dup := owner[g]; dup {
+					t.Fatalf("n=%d: group %d owned twice", n, g)
+				}
+				owner[g] = p
+			}
+		}
+		if len(owner) != GroupsFor(n) {
+			t.Fatalf("n=%d: %d groups owned, want %d", n, len(owner), GroupsFor(n))
+		}
+		for _, k := range []string{"a", "b", "tenant-1", "42", "", "ünïcødé"} {
+			if got, want := owner[GroupOf([]byte(k), n)], PartitionFor([]byte(k), n); got != want {
+				t.Errorf("n=%d key %q: group owned by %d, Kafka places it on %d", n, k, got, want)
+			}
+		}
+	}
+}

@@ -101,11 +101,19 @@ func decodeAccKey(stream string, k []byte) (kg uint16, key []byte, window int64,
 
 var errCorruptKey = errors.New("state: corrupt key")
 
-// PartitionMeta is what a stream has applied from one input partition.
+// PartitionMeta is what a task has applied from its input partition.
 type PartitionMeta struct {
 	Offset  int64 // next offset to read
 	MaxTime int64 // max event time seen (millis); the partition watermark derives from it
 	HasTime bool
+	// Closed is the watermark the task's windows were closed up to (every
+	// window due by it has been emitted); HasClosed false: none yet.
+	Closed    int64
+	HasClosed bool
+	// Applied is how far the task had read when Offset restarts it further
+	// back (a combine's pre-aggregation re-reads its unshipped windows):
+	// rows below it are a replay, not new input. 0: Offset.
+	Applied int64
 }
 
 func partKey(stream string, p int32) []byte {
@@ -138,11 +146,24 @@ func (b *Batch) DeleteAcc(kg uint16, key []byte, window int64) error {
 func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
 	v := binary.AppendVarint(nil, m.Offset)
 	v = binary.AppendVarint(v, m.MaxTime)
-	has := byte(0)
+	flags := byte(0)
 	if m.HasTime {
-		has = 1
+		flags |= 1
 	}
-	return b.b.Set(partKey(b.stream, p), append(v, has), nil)
+	if m.HasClosed {
+		flags |= 2
+	}
+	if m.Applied > m.Offset {
+		flags |= 4
+	}
+	v = append(v, flags)
+	if m.HasClosed {
+		v = binary.AppendVarint(v, m.Closed)
+	}
+	if m.Applied > m.Offset {
+		v = binary.AppendVarint(v, m.Applied)
+	}
+	return b.b.Set(partKey(b.stream, p), v, nil)
 }
 
 // Commit writes the batch durably (fsync) and releases it.
@@ -179,14 +200,78 @@ func (s *Store) Partitions(stream string) (map[int32]PartitionMeta, error) {
 			return nil, errCorruptKey
 		}
 		p := int32(binary.BigEndian.Uint32(k[len(pre):]))
-		off, n := binary.Varint(v)
-		mt, m := binary.Varint(v[n:])
-		if n <= 0 || m <= 0 || len(v) != n+m+1 {
-			return nil, fmt.Errorf("state: corrupt partition metadata of %s/%d", stream, p)
+		meta, err := decodeMeta(v)
+		if err != nil {
+			return nil, fmt.Errorf("state: partition metadata of %s/%d: %w", stream, p, err)
 		}
-		out[p] = PartitionMeta{Offset: off, MaxTime: mt, HasTime: v[n+m] == 1}
+		out[p] = meta
 	}
 	return out, it.Error()
+}
+
+// decodeMeta reads PutPartition's encoding: offset, max time, flags, and
+// the closed watermark when flag 2 is set.
+func decodeMeta(v []byte) (PartitionMeta, error) {
+	off, n := binary.Varint(v)
+	if n <= 0 {
+		return PartitionMeta{}, errCorruptKey
+	}
+	mt, m := binary.Varint(v[n:])
+	if m <= 0 || len(v) < n+m+1 {
+		return PartitionMeta{}, errCorruptKey
+	}
+	flags := v[n+m]
+	meta := PartitionMeta{Offset: off, MaxTime: mt, HasTime: flags&1 != 0}
+	rest := v[n+m+1:]
+	if flags&2 != 0 {
+		c, k := binary.Varint(rest)
+		if k <= 0 {
+			return PartitionMeta{}, errCorruptKey
+		}
+		meta.Closed, meta.HasClosed = c, true
+		rest = rest[k:]
+	}
+	if flags&4 != 0 {
+		a, k := binary.Varint(rest)
+		if k <= 0 {
+			return PartitionMeta{}, errCorruptKey
+		}
+		meta.Applied = a
+		rest = rest[k:]
+	}
+	if len(rest) != 0 {
+		return PartitionMeta{}, errCorruptKey
+	}
+	return meta, nil
+}
+
+// AccsOfGroups calls fn for every stored (key group, key, window) of
+// stream whose key group is in groups (ascending), in key order: a task
+// restores only the groups it owns, seeking to each instead of reading the
+// whole stream.
+func (s *Store) AccsOfGroups(stream string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error {
+	pre := streamPrefix(prefixAcc, stream)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for _, g := range groups {
+		start := binary.BigEndian.AppendUint16(append([]byte(nil), pre...), g)
+		for it.SeekGE(start); it.Valid(); it.Next() {
+			kg, key, w, err := decodeAccKey(stream, it.Key())
+			if err != nil {
+				return err
+			}
+			if kg != g {
+				break
+			}
+			if err := fn(kg, key, w, it.Value()); err != nil {
+				return err
+			}
+		}
+	}
+	return it.Error()
 }
 
 // Accs calls fn for every stored (key group, key, window) of stream, in key

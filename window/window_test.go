@@ -100,47 +100,60 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-// TestWatermarkIdleness walks two partitions through the cases of the
-// idleness rule with an injected clock.
-func TestWatermarkIdleness(t *testing.T) {
+// TestPartitionIdleness walks partitions through the idleness rule with an
+// injected clock: idle only on a fresh end offset, then advancing with
+// processing time from the moment it went idle, never past its peers.
+func TestPartitionIdleness(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	w := NewWatermarks(100, 5*time.Second, clk.now)
-	w.Add(0, 0, 10, 0, false)
-	w.Add(1, 0, 0, 0, false)
-	step := func(name string, wantWM int64, wantOK bool) {
+	peers := NewPeers()
+	p0 := NewPartition(0, 100, 5*time.Second, clk.now, peers, 0, 0, false)
+	p1 := NewPartition(1, 100, 5*time.Second, clk.now, peers, 0, 0, false)
+	check := func(name string, p *Partition, want int64, wantOK bool) {
 		t.Helper()
-		wm, ok := w.Current()
-		if wm != wantWM || ok != wantOK {
-			t.Fatalf("%s: watermark %d/%v, want %d/%v", name, wm, ok, wantWM, wantOK)
+		wm, ok := p.Effective()
+		if wm != want || ok != wantOK {
+			t.Fatalf("%s: watermark %d/%v, want %d/%v", name, wm, ok, want, wantOK)
 		}
 	}
-	// Partition 0 has data to read but no time yet: nothing is known.
-	step("start", 0, false)
-	w.Read(0, 10, 5000, true)
-	// Partition 1 is empty but not yet idle: it holds the watermark.
-	step("p1 quiet, within timeout", 0, false)
+	check("nothing read", p0, 0, false)
+	p0.Read(10, 5000, true)
+	p1.Read(3, 2000, true)
+	check("p0 own", p0, 4900, true)
+	check("p1 own", p1, 1900, true)
+	clk.advance(4 * time.Second)
+	if p1.Quiet() {
+		t.Fatal("quiet before its timeout")
+	}
+	clk.advance(2 * time.Second) // 6 s since data: went idle 1 s ago
+	if !p1.Quiet() {
+		t.Fatal("not quiet after its timeout")
+	}
+	// A fresh end offset shows unread rows: not idle, it holds.
+	p1.ConfirmIdle(5)
+	check("p1 has unread rows", p1, 1900, true)
+	p1.Read(5, 2100, true)
+	check("p1 read them", p1, 2000, true)
 	clk.advance(5 * time.Second)
-	// Both are now quiet for 5s: both idle, the maximum stands.
-	step("both idle", 4900, true)
-	w.SawEnd(1, 3)
-	// p1 has data again: it holds the watermark (no time yet), which stays.
-	step("p1 has data, no time", 4900, true)
-	w.Read(1, 3, 2000, true)
-	w.SawEnd(0, 20)
-	// p0 has data to read: active; p1 active (just read): min = 1900, but
-	// the watermark never goes back.
-	step("never back", 4900, true)
-	w.Read(0, 20, 9000, true)
-	step("p1 active holds at its time", 4900, true)
-	clk.advance(5 * time.Second)
-	step("all idle again", 8900, true)
-	// A FLUSH makes a partition at its end idle at once.
-	w.Read(0, 20, 12000, true)
-	w.Read(1, 3, 10000, true)
-	step("both just read", 9900, true)
-	w.FlushedTo(1, 3)
-	step("p1 flushed", 11900, true)
-	if n := w.IdleCount(); n != 1 {
-		t.Fatalf("idle count %d, want 1", n)
+	p1.ConfirmIdle(5) // idle since 0 s ago (5 s after its last data)
+	check("p1 just idle", p1, 2000, true)
+	clk.advance(1500 * time.Millisecond)
+	check("p1 advances with processing time", p1, 3500, true)
+	clk.advance(time.Hour)
+	check("p1 never passes its peers", p1, 4900, true)
+	p1.Read(6, 2200, true)
+	check("p1 back with data: never back", p1, 4900, true)
+	// p0 is the highest: with no peer above it, idleness does not move it.
+	clk.advance(10 * time.Second)
+	p0.ConfirmIdle(10)
+	check("p0 idle, nothing above", p0, 4900, true)
+	// A partition that never had data moves only with a FLUSH.
+	p2 := NewPartition(2, 100, 5*time.Second, clk.now, peers, 0, 0, false)
+	clk.advance(10 * time.Second)
+	p2.ConfirmIdle(0)
+	check("p2 idle without data", p2, 0, false)
+	p2.FlushedTo(0)
+	check("p2 flushed", p2, 4900, true)
+	if !p2.Idle() {
+		t.Fatal("a flushed partition at its end is idle")
 	}
 }

@@ -30,6 +30,9 @@ func TestDependencyDirection(t *testing.T) {
 		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire"},
 			[]string{"github.com/twmb/franz-go"}},
 		{[]string{"pgwire"}, []string{mod + "sql", mod + "catalog", mod + "exec"}},
+		// The runtime never sees the server: it gets what it needs through
+		// its own small interfaces.
+		{[]string{"dataflow", "kafkaio"}, []string{mod + "server", mod + "pgwire", mod + "cmd/"}},
 	}
 	checked := 0
 	for _, r := range rules {
@@ -45,6 +48,37 @@ func TestDependencyDirection(t *testing.T) {
 						t.Errorf("%s imports %s", p, d)
 					}
 				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked: go list output not understood", checked)
+	}
+}
+
+// TestOnlyKafkaioTalksToKafka: kafkaio is the one engine package that
+// imports franz-go (besides the binary in cmd/, and the benchmarks and CI
+// programs, which act as outside producers). Tests may use the client as
+// an outside producer or reader would.
+func TestOnlyKafkaioTalksToKafka(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := func(p string) bool {
+		return p == "kafkaio" || strings.HasPrefix(p, "cmd/") || strings.HasPrefix(p, "bench/") || strings.HasPrefix(p, "ci/")
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		p := strings.TrimPrefix(f[0], mod)
+		if allowed(p) {
+			continue
+		}
+		checked++
+		for _, d := range f[1:] {
+			if strings.HasPrefix(d, "github.com/twmb/franz-go") {
+				t.Errorf("%s imports %s: only kafkaio talks to Kafka", p, d)
 			}
 		}
 	}

@@ -1,19 +1,18 @@
-package server
+package exec
 
 import (
 	"math"
 	"strconv"
 	"time"
 
-	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/types"
 )
 
-// appendJSONRow encodes one output row as a JSON object whose field names
+// AppendJSONRow encodes one output row as a JSON object whose field names
 // are the select-list names. TIMESTAMP values are RFC 3339 UTC text; NaN and
 // infinities, which JSON cannot hold as numbers, are the strings PostgreSQL
 // prints for them.
-func appendJSONRow(dst []byte, schema types.Schema, row []any) []byte {
+func AppendJSONRow(dst []byte, schema types.Schema, row []any) []byte {
 	dst = append(dst, '{')
 	for i, f := range schema {
 		if i > 0 {
@@ -34,7 +33,7 @@ func appendJSONValue(dst []byte, v any) []byte {
 		return strconv.AppendInt(dst, x, 10)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return strconv.AppendQuote(dst, exec.FormatFloat(x))
+			return strconv.AppendQuote(dst, FormatFloat(x))
 		}
 		return strconv.AppendFloat(dst, x, 'g', -1, 64)
 	case bool:
@@ -74,8 +73,8 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendJSONArray encodes values as a JSON array (a composite Kafka key).
-func appendJSONArray(dst []byte, vals []any) []byte {
+// AppendJSONArray encodes values as a JSON array (a composite Kafka key).
+func AppendJSONArray(dst []byte, vals []any) []byte {
 	dst = append(dst, '[')
 	for i, v := range vals {
 		if i > 0 {

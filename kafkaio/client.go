@@ -1,4 +1,9 @@
-package server
+// Package kafkaio is the only package of the engine that talks to Kafka:
+// the embedded broker, the shared admin client and producer, consumers of
+// a stage's partitions, offset commits to consumer groups, and bounded
+// reads of a topic. Everything else sees records (Record) and the small
+// interfaces it defines itself.
+package kafkaio
 
 import (
 	"context"
@@ -14,9 +19,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// startEmbeddedBroker runs kfake in process, listening on addr, persisting
-// its topics under dir so they survive a restart.
-func startEmbeddedBroker(addr, dir string) (*kfake.Cluster, error) {
+// Record is a Kafka record as the engine reads and writes it.
+type Record = kgo.Record
+
+// Header is one header of a Record.
+type Header = kgo.RecordHeader
+
+// Embedded is the in-process broker of the embedded default.
+type Embedded = kfake.Cluster
+
+// StartEmbedded runs kfake in process, listening on addr, persisting its
+// topics under dir so they survive a restart.
+func StartEmbedded(addr, dir string) (*Embedded, error) {
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.DataDir(dir),
@@ -29,16 +43,17 @@ func startEmbeddedBroker(addr, dir string) (*kfake.Cluster, error) {
 	return c, nil
 }
 
-// kafka wraps the clients the server shares: an admin client and a producer
-// that places every record itself (ManualPartitioner), so keyed records land
-// where Kafka's Java client would put them.
-type kafka struct {
+// Client wraps the clients the engine shares: an admin client and a
+// producer that places every record itself (ManualPartitioner), so keyed
+// records land where Kafka's Java client would put them.
+type Client struct {
 	brokers []string
 	cl      *kgo.Client
 	adm     *kadm.Client
 }
 
-func newKafka(brokers []string) (*kafka, error) {
+// New connects to brokers (lazily: Ping checks they answer).
+func New(brokers []string) (*Client, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -49,13 +64,17 @@ func newKafka(brokers []string) (*kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
 	}
-	return &kafka{brokers: brokers, cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &Client{brokers: brokers, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
 
-func (k *kafka) close() { k.cl.Close() }
+// Close closes the shared clients.
+func (k *Client) Close() { k.cl.Close() }
 
-// ping checks the cluster answers, so a wrong --brokers fails at start.
-func (k *kafka) ping(ctx context.Context) error {
+// Brokers are the seed brokers.
+func (k *Client) Brokers() []string { return k.brokers }
+
+// Ping checks the cluster answers, so a wrong --brokers fails at start.
+func (k *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if _, err := k.adm.BrokerMetadata(ctx); err != nil {
@@ -64,8 +83,8 @@ func (k *kafka) ping(ctx context.Context) error {
 	return nil
 }
 
-// partitions returns the partition count of topic, 0 if it does not exist.
-func (k *kafka) partitions(ctx context.Context, topic string) (int, error) {
+// Partitions returns the partition count of topic, 0 if it does not exist.
+func (k *Client) Partitions(ctx context.Context, topic string) (int, error) {
 	td, err := k.adm.ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %s: %w", topic, err)
@@ -80,10 +99,10 @@ func (k *kafka) partitions(ctx context.Context, topic string) (int, error) {
 	return len(t.Partitions), nil
 }
 
-// ensureTopic creates topic with n partitions if missing and returns its
+// EnsureTopic creates topic with n partitions if missing and returns its
 // actual count. configs are topic configs (nil: broker defaults).
-func (k *kafka) ensureTopic(ctx context.Context, topic string, n int, configs map[string]*string) (int, error) {
-	have, err := k.partitions(ctx, topic)
+func (k *Client) EnsureTopic(ctx context.Context, topic string, n int, configs map[string]*string) (int, error) {
+	have, err := k.Partitions(ctx, topic)
 	if err != nil || have > 0 {
 		return have, err
 	}
@@ -128,8 +147,8 @@ func allLed(t kadm.TopicDetail) bool {
 	return true
 }
 
-// endOffsets returns the log end offset of each partition of topic.
-func (k *kafka) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+// EndOffsets returns the log end offset of each partition of topic.
+func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	lo, err := k.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
@@ -145,25 +164,25 @@ func (k *kafka) endOffsets(ctx context.Context, topic string) (map[int32]int64, 
 	return out, ferr
 }
 
-// produceSync writes records and waits for every acknowledgement.
-func (k *kafka) produceSync(ctx context.Context, recs []*kgo.Record) error {
+// ProduceSync writes records and waits for every acknowledgement.
+func (k *Client) ProduceSync(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	return k.cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
-// readAll reads topic from the start of every partition to its end at the
+// ReadAll reads topic from the start of every partition to its end at the
 // time of the call and hands each record to fn, in partition then offset
 // order.
-func (k *kafka) readAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
-	return k.readTail(ctx, topic, -1, fn)
+func (k *Client) ReadAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
+	return k.ReadTail(ctx, topic, -1, fn)
 }
 
-// readTail is readAll limited to the last `last` records of each partition
+// ReadTail is readAll limited to the last `last` records of each partition
 // (last < 0: all of them), as they are now.
-func (k *kafka) readTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
-	ends, err := k.endOffsets(ctx, topic)
+func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
+	ends, err := k.EndOffsets(ctx, topic)
 	if err != nil {
 		return err
 	}

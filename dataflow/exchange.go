@@ -1,0 +1,85 @@
+package dataflow
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strconv"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// Exchange is a repartition hop's operator: it re-emits each decoded row's
+// record (its original value bytes and timestamp) onto the internal topic,
+// keyed and placed with murmur2 by the text of column Col; NULL keys are
+// unkeyed and all go to partition 0, so they form one group as in SQL. On
+// every watermark it tells each internal partition how far its source
+// partition has been sent (a marker after the records it covers).
+type Exchange struct {
+	Topic      string // the internal topic
+	Partitions int    // its partition count
+	Col        int    // the column re-keyed by
+
+	env *Env
+}
+
+var _ Op = (*Exchange)(nil)
+
+func (x *Exchange) Open(_ context.Context, env *Env) error {
+	x.env = env
+	return nil
+}
+
+func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
+	col := b.Data.Cols[x.Col]
+	for i, idx := range b.Src[:b.Data.N] {
+		src := b.Recs[idx]
+		r := &kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp}
+		if key := keyText(col, i); key != nil {
+			r.Key = key
+			r.Partition = state.PartitionFor(key, x.Partitions)
+		}
+		x.env.Out.Produce(ctx, r)
+	}
+	return nil, nil
+}
+
+// OnWatermark sends this source partition's marker to every internal
+// partition.
+func (x *Exchange) OnWatermark(ctx context.Context, wm Watermark) (*Batch, error) {
+	SendMarkers(ctx, x.env, x.Topic, x.Partitions, wm)
+	return nil, nil
+}
+
+func (x *Exchange) Commit(context.Context, *Commit) error { return nil }
+func (x *Exchange) Close()                                {}
+
+// SendMarkers tells each of the n partitions of topic the watermark of the
+// task's source partition, after everything it sent before.
+func SendMarkers(ctx context.Context, env *Env, topic string, n int, wm Watermark) {
+	m := shuffle.Marker{Source: env.Partition, MaxTime: wm.WM, HasTime: wm.Has, Idle: wm.Idle}
+	val := m.Encode(nil)
+	src := []byte(strconv.Itoa(int(env.Partition)))
+	for q := 0; q < n; q++ {
+		env.Out.Produce(ctx, &kafkaio.Record{Topic: topic, Partition: int32(q),
+			Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: val}, {Key: "turbine.source.partition", Value: src}}})
+	}
+}
+
+// EncodePartial is a combine partial's record value: the window start (8
+// bytes; a header would cost its name on every partial), then the
+// accumulators.
+func EncodePartial(window int64, enc []byte) []byte {
+	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(enc)), uint64(window))
+	return append(val, enc...)
+}
+
+// DecodePartial reads EncodePartial.
+func DecodePartial(v []byte) (window int64, enc []byte, err error) {
+	if len(v) < 8 {
+		return 0, nil, errors.New("a partial without its window")
+	}
+	return int64(binary.BigEndian.Uint64(v)), v[8:], nil
+}

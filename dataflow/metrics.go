@@ -1,0 +1,84 @@
+package dataflow
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the runtime's Prometheus series, registered on the
+// registry the caller gives (never the global one, so tests can run several
+// servers).
+type Metrics struct {
+	RecordsIn           *prometheus.CounterVec
+	RecordsOut          *prometheus.CounterVec
+	LateRows            *prometheus.CounterVec
+	DecodeErrors        *prometheus.CounterVec
+	Watermark           *prometheus.GaugeVec
+	WatermarkLag        *prometheus.GaugeVec
+	BatchSeconds        *prometheus.HistogramVec
+	OpenGroups          *prometheus.GaugeVec
+	RecoveredTimers     *prometheus.CounterVec
+	CombineLatePartials *prometheus.CounterVec
+	CombineLag          *prometheus.GaugeVec
+	IdlePartitions      *prometheus.GaugeVec
+}
+
+// NewMetrics creates the series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		RecordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_records_in_total", Help: "Input records read by a stream, per input partition.",
+		}, []string{"stream", "partition"}),
+		RecordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_records_out_total", Help: "Records a stream wrote to its output topic.",
+		}, []string{"stream"}),
+		LateRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_late_rows_total", Help: "Rows whose windows had all closed: dropped, or routed to the late_data_topic.",
+		}, []string{"stream", "action"}),
+		DecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_decode_errors_total", Help: "Undecodable input records, by the on_error policy that handled them.",
+		}, []string{"stream", "policy"}),
+		Watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_watermark_ms", Help: "A stream's event-time watermark (epoch millis).",
+		}, []string{"stream"}),
+		WatermarkLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_watermark_lag_ms", Help: "Wall clock minus the stream's watermark.",
+		}, []string{"stream"}),
+		BatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "turbine_batch_seconds", Help: "Time to process one fetched batch, commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"stream"}),
+		OpenGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_open_groups", Help: "Open (key, window) groups held by a stream, per input partition.",
+		}, []string{"stream", "partition"}),
+		RecoveredTimers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_recovered_due_timers_total", Help: "Windows already due when a stream started (closed at once).",
+		}, []string{"stream"}),
+		CombineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
+		}, []string{"stream"}),
+		CombineLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_combine_min_watermark_lag_ms", Help: "Wall clock minus the event time of the slowest source partition a combine merge stage waits on, named by label.",
+		}, []string{"stream", "source_partition"}),
+		IdlePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turbine_idle_partitions", Help: "Input partitions idle (nothing to read for idle_timeout) and not holding the watermark back.",
+		}, []string{"stream"}),
+	}
+	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
+		m.RecoveredTimers, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
+	return m
+}
+
+// Forget drops a dropped stream's series.
+func (m *Metrics) Forget(stream string) {
+	l := prometheus.Labels{"stream": stream}
+	m.RecordsIn.DeletePartialMatch(l)
+	m.RecordsOut.DeletePartialMatch(l)
+	m.LateRows.DeletePartialMatch(l)
+	m.DecodeErrors.DeletePartialMatch(l)
+	m.Watermark.DeletePartialMatch(l)
+	m.WatermarkLag.DeletePartialMatch(l)
+	m.BatchSeconds.DeletePartialMatch(l)
+	m.OpenGroups.DeletePartialMatch(l)
+	m.RecoveredTimers.DeletePartialMatch(l)
+	m.IdlePartitions.DeletePartialMatch(l)
+	m.CombineLatePartials.DeletePartialMatch(l)
+	m.CombineLag.DeletePartialMatch(l)
+}

@@ -1,0 +1,150 @@
+// Package dataflow is the streaming runtime: the operator contract, the
+// task loop that drives a chain of operators over one input partition, and
+// the stage that runs a task per partition of the topic it reads.
+//
+// A task is one input partition of one stage. Its loop fetches that
+// partition's records, pushes each batch through its operators, moves its
+// watermark, and commits at one point: everything the batches produced
+// (outputs, late rows, dead letters, internal-topic records) is
+// acknowledged by Kafka first; then the operators' state, the input offset
+// and the watermark go to Pebble in one batch; then the offset goes to the
+// stage's consumer group, so Kafka's own tools show its lag. A crash
+// anywhere before the Pebble commit replays the batch (at-least-once); a
+// crash after it loses nothing.
+//
+// The runtime never sees the server: it gets a Kafka client, a state
+// store, a clock, metrics and a plan through the small interfaces below.
+package dataflow
+
+import (
+	"context"
+	"time"
+
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// Op is one operator of a task's chain. A task calls its operators from
+// its own goroutine only, in this order: Open once, then any number of
+// Process and OnWatermark calls, each commit's Commit, and Close once.
+// What Process or OnWatermark return goes on to the next operator's
+// Process; nil means nothing for now.
+type Op interface {
+	// Open restores the operator's state for the task: only what the
+	// task's partition owns.
+	Open(ctx context.Context, env *Env) error
+	// Process consumes one batch.
+	Process(ctx context.Context, b *Batch) (*Batch, error)
+	// OnWatermark tells the operator where the task's watermark stands:
+	// it closes what that closes (and, on a FLUSH, hands over what it
+	// holds).
+	OnWatermark(ctx context.Context, wm Watermark) (*Batch, error)
+	// Commit writes the operator's state changes into the task's commit.
+	// Every record it produced has been acknowledged when it is called.
+	Commit(ctx context.Context, c *Commit) error
+	// Close releases what Open took.
+	Close()
+}
+
+// Batch is what flows between operators. At the source it is one fetch of
+// one partition: the records and the rows decoded from them. After an
+// aggregation it is the rows of closed windows; after a projection the
+// output rows.
+type Batch struct {
+	Partition int32
+	// Data holds the rows as columns.
+	Data *exec.Batch
+	// Recs are the input records; row i of Data came from Recs[Src[i]].
+	// Nil once rows no longer correspond to records (after aggregation).
+	Recs []*kafkaio.Record
+	Src  []int
+	// MaxTime is the largest event time among the rows (HasTime false:
+	// none had one).
+	MaxTime int64
+	HasTime bool
+	// Keys are the rows' Kafka keys when the operator that made them
+	// chose them (an upsert stream's group keys); nil: none.
+	Keys [][]byte
+	// Final marks rows of a window's final pane (false: an early fire).
+	Final bool
+	// Rows are the projected output rows (after a projection).
+	Rows [][]any
+	// Next chains further batches (say one per window closed at once).
+	Next *Batch
+}
+
+// Watermark is the task's watermark as an operator sees it.
+type Watermark struct {
+	WM  int64
+	Has bool
+	// Flush: a FLUSH read the partition to its end; hand over everything.
+	Flush bool
+	// Idle: the partition is idle (confirmed on a fresh end offset, or by
+	// a FLUSH).
+	Idle bool
+	Now  time.Time
+}
+
+// Commit is one commit of a task, as operators contribute to it.
+type Commit struct {
+	State *state.Batch
+	// Offset is where the task restarts after this commit: the next
+	// offset to read, unless an operator needs to read from further back
+	// (it lowers it).
+	Offset int64
+	// Closed is the watermark the task's windows are closed up to, set by
+	// the operator that closes them (HasClosed false: none).
+	Closed    int64
+	HasClosed bool
+	// Applied is how far the task has read, when Offset is further back.
+	Applied int64
+}
+
+// Restart lowers the commit's restart offset to off.
+func (c *Commit) Restart(off int64) {
+	if off < c.Offset {
+		c.Offset = off
+	}
+}
+
+// Producer sends records for a task; Flush (the task's, at its commit)
+// waits until Kafka acknowledged them.
+type Producer interface {
+	Produce(ctx context.Context, rec *kafkaio.Record)
+}
+
+// Store is what tasks and operators need of the state store.
+type Store interface {
+	Partitions(name string) (map[int32]state.PartitionMeta, error)
+	AccsOfGroups(name string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error
+	NewBatch(name string) *state.Batch
+}
+
+// Env is what a task gives its operators.
+type Env struct {
+	// Name names the task's stage: the stream, or the hop, in state,
+	// metrics and logs.
+	Name string
+	// Partition is the task's input partition, of Partitions.
+	Partition  int32
+	Partitions int
+	// Restored is what the task's last commit recorded.
+	Restored state.PartitionMeta
+	Store    Store
+	Out      Producer
+	Metrics  *Metrics
+	Stats    *Stats
+	Now      func() time.Time
+	Log      Logger
+}
+
+// Groups lists the key groups the task owns.
+func (e *Env) Groups() []uint16 { return state.OwnedGroups(e.Partition, e.Partitions) }
+
+// Logger is the part of slog.Logger the runtime logs through.
+type Logger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}

@@ -1,0 +1,63 @@
+package dataflow
+
+import (
+	"context"
+
+	"github.com/turbinesql/turbinesql/exec"
+)
+
+// Project filters rows (WHERE before an aggregation's absence, HAVING
+// after one) and computes the select list into output rows. With
+// AddFinal (EMIT EVERY) each row gets the is_final column: false on an
+// early fire, true on a window's final pane. Keys chosen upstream follow
+// the rows that pass.
+type Project struct {
+	Filter   exec.Expr
+	Exprs    []exec.Expr
+	AddFinal bool
+}
+
+var _ Op = (*Project)(nil)
+
+func (p *Project) Open(context.Context, *Env) error { return nil }
+
+func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
+	data, keys := b.Data, b.Keys
+	if p.Filter != nil && data.N > 0 {
+		m, err := p.Filter.Eval(data)
+		if err != nil {
+			return nil, err
+		}
+		keep := make([]bool, data.N)
+		kept := 0
+		var ks [][]byte
+		for i := range keep {
+			if keep[i] = !m.IsNull(i) && m.B[i]; keep[i] {
+				kept++
+				if keys != nil {
+					ks = append(ks, keys[i])
+				}
+			}
+		}
+		if kept < data.N {
+			data, keys = data.Select(keep, kept), ks
+		}
+	}
+	if data.N == 0 {
+		return nil, nil
+	}
+	rows, err := exec.Project(data, p.Exprs)
+	if err != nil {
+		return nil, err
+	}
+	if p.AddFinal {
+		for i := range rows {
+			rows[i] = append(rows[i], b.Final)
+		}
+	}
+	return &Batch{Partition: b.Partition, Rows: rows, Keys: keys, Final: b.Final}, nil
+}
+
+func (p *Project) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }
+func (p *Project) Commit(context.Context, *Commit) error                  { return nil }
+func (p *Project) Close()                                                 {}

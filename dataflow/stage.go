@@ -1,0 +1,340 @@
+package dataflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/window"
+)
+
+// Kafka is what the runtime needs of Kafka.
+type Kafka interface {
+	EndOffsets(ctx context.Context, topic string) (map[int32]int64, error)
+	Partitions(ctx context.Context, topic string) (int, error)
+	NewConsumer(topic string, assign map[int32]int64, maxPoll int) (Consumer, error)
+	NewPending() Pending
+	CommitOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error
+}
+
+// Consumer reads the partitions of one topic.
+type Consumer interface {
+	Poll(ctx context.Context) ([]kafkaio.FetchPart, error)
+	Close()
+}
+
+// Pending produces a task's records and waits for their acknowledgement.
+type Pending interface {
+	Producer
+	Flush(ctx context.Context) error
+}
+
+// Deps are what stages share: Kafka, the state store, metrics, the clock
+// and the logger.
+type Deps struct {
+	Kafka   Kafka
+	Store   Store
+	Metrics *Metrics
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// StageConfig describes one stage: the topic it reads, a task per
+// partition, the operator chain each task runs.
+type StageConfig struct {
+	// Name labels metrics and logs (the stream's name, or the hop's).
+	Name string
+	// State names the stage's state in the store.
+	State string
+	// Group is the consumer group the stage's offsets are committed to.
+	Group string
+	// Topic is read, all of its Partitions.
+	Topic      string
+	Partitions int
+	// Ops builds the operator chain of partition p's task.
+	Ops func(p int32) []Op
+	// Delay and IdleTimeout shape the event time of tasks whose chain has
+	// no Clock of its own (window.Partition).
+	Delay       int64
+	IdleTimeout time.Duration
+	Stats       *Stats
+	// CommitEvery is the commit cadence; MaxPoll bounds a batch.
+	CommitEvery time.Duration
+	MaxPoll     int
+	// Reports: the stage's watermark is the stream's (its last stage),
+	// for the watermark and idleness gauges.
+	Reports bool
+	// Watch holds the partition counts, at start, of other topics the
+	// stage depends on (a hop's source); OnResize is called once when
+	// Topic's count or one of them changes.
+	Watch    map[string]int
+	OnResize func()
+}
+
+// Stage runs a task per partition of its topic.
+type Stage struct {
+	cfg   StageConfig
+	deps  Deps
+	peers *window.Peers
+	tasks map[int32]*task
+	cons  Consumer
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	err    error
+	wms    map[int32]Watermark
+	endsAt time.Time
+	ends   map[int32]int64
+	endsMu sync.Mutex
+}
+
+// StartStage restores every task from the store and starts reading.
+func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error) {
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}}
+	metas, err := deps.Store.Partitions(cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := deps.Kafka.EndOffsets(ctx, cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+	}
+	log := deps.Log.With("stage", cfg.Name)
+	assign := map[int32]int64{}
+	for p := int32(0); p < int32(cfg.Partitions); p++ {
+		m := metas[p]
+		part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, m.Offset, m.MaxTime, m.HasTime)
+		if m.HasClosed {
+			part.Restore(m.Closed)
+		}
+		// Know the partition's end before the first fetch: a partition
+		// whose end is unknown would count as read to its end.
+		part.SawEnd(ends[p])
+		t := &task{st: s, p: p, ops: cfg.Ops(p), part: part, out: deps.Kafka.NewPending(),
+			in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
+		t.env = &Env{Name: cfg.Name, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.out,
+			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log}
+		if err := t.open(ctx); err != nil {
+			t.close()
+			for _, o := range s.tasks {
+				o.close()
+			}
+			return nil, fmt.Errorf("start %s partition %d: %w", cfg.Name, p, err)
+		}
+		s.tasks[p] = t
+		assign[p] = m.Offset
+		if m.HasClosed {
+			s.wms[p] = Watermark{WM: m.Closed, Has: true}
+		}
+	}
+	cons, err := deps.Kafka.NewConsumer(cfg.Topic, assign, cfg.MaxPoll)
+	if err != nil {
+		for _, t := range s.tasks {
+			t.close()
+		}
+		return nil, err
+	}
+	s.cons = cons
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for _, t := range s.tasks {
+		s.wg.Add(1)
+		go func(t *task) { defer s.wg.Done(); t.run(runCtx) }(t)
+	}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.poll(runCtx) }()
+	go func() { defer s.wg.Done(); s.watch(runCtx) }()
+	return s, nil
+}
+
+// Stop lets every task finish its batch and commit, then closes.
+func (s *Stage) Stop() {
+	s.cancel()
+	s.wg.Wait()
+	s.cons.Close()
+}
+
+// poll hands each fetched partition to its task.
+func (s *Stage) poll(ctx context.Context) {
+	for {
+		parts, err := s.cons.Poll(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.fail(err)
+			// Keep polling: a failed stage reads nothing more, but a
+			// later ALTER ... RESTART starts a fresh one.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for _, fp := range parts {
+			t := s.tasks[fp.Partition]
+			if t == nil {
+				continue
+			}
+			select {
+			case t.in <- fp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// watch notices partitions added to the topics the stage depends on.
+func (s *Stage) watch(ctx context.Context) {
+	counts := map[string]int{s.cfg.Topic: s.cfg.Partitions}
+	for t, n := range s.cfg.Watch {
+		counts[t] = n
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(metadataEvery):
+		}
+		for topic, was := range counts {
+			n, err := s.deps.Kafka.Partitions(ctx, topic)
+			if err != nil || n == 0 || n == was {
+				continue
+			}
+			s.deps.Log.Info("input topic changed its partition count", "stage", s.cfg.Name, "topic", topic, "partitions", n, "was", was)
+			if s.cfg.OnResize != nil {
+				go s.cfg.OnResize()
+			}
+			return
+		}
+	}
+}
+
+// metadataEvery is how often a stage looks for added partitions.
+var metadataEvery = 5 * time.Second
+
+// Err is the stage's failure, nil while it runs.
+func (s *Stage) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Stage) fail(err error) {
+	s.mu.Lock()
+	first := s.err == nil
+	if first {
+		s.err = err
+	}
+	s.mu.Unlock()
+	if first {
+		s.deps.Log.Error("stage failed", "stage", s.cfg.Name, "err", err)
+	}
+}
+
+func (s *Stage) now() time.Time { return s.deps.Now() }
+
+func (s *Stage) commitEvery() time.Duration {
+	if s.cfg.CommitEvery > 0 {
+		return s.cfg.CommitEvery
+	}
+	return time.Second
+}
+
+func (s *Stage) tickEvery() time.Duration {
+	return min(s.commitEvery(), 250*time.Millisecond)
+}
+
+// freshEnd is partition p's log end offset, fetched at or after `after`
+// (one ListOffsets serves every task asking at once).
+func (s *Stage) freshEnd(ctx context.Context, p int32, after time.Time) (int64, error) {
+	s.endsMu.Lock()
+	defer s.endsMu.Unlock()
+	if s.ends == nil || s.endsAt.Before(after) {
+		at := s.now()
+		ends, err := s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic)
+		if err != nil {
+			return 0, err
+		}
+		s.ends, s.endsAt = ends, at
+	}
+	return s.ends[p], nil
+}
+
+func (s *Stage) noteWatermark(p int32, wm Watermark) {
+	s.mu.Lock()
+	s.wms[p] = wm
+	s.mu.Unlock()
+	if !s.cfg.Reports {
+		return
+	}
+	m := s.deps.Metrics
+	low, ok, idle := s.Watermark()
+	if ok {
+		m.Watermark.WithLabelValues(s.cfg.Name).Set(float64(low))
+		m.WatermarkLag.WithLabelValues(s.cfg.Name).Set(float64(s.now().UnixMilli() - low))
+	}
+	m.IdlePartitions.WithLabelValues(s.cfg.Name).Set(float64(idle))
+}
+
+// Watermark is the lowest watermark among the stage's tasks (ok false
+// while none has one), and how many of its partitions are idle.
+func (s *Stage) Watermark() (wm int64, ok bool, idle int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.wms {
+		if w.Idle {
+			idle++
+		}
+		if w.Has && (!ok || w.WM < wm) {
+			wm, ok = w.WM, true
+		}
+	}
+	return wm, ok, idle
+}
+
+// ErrStopped answers a FLUSH sent to a stage that stopped.
+var ErrStopped = errors.New("stopped")
+
+// Flush returns once every task has read its partition up to targets,
+// closed what that closes (a FLUSH reads partitions to their end: they
+// are idle) and committed. Every task reaches its target before any
+// closes, so each closes on its peers' final watermarks.
+func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
+	for _, phase := range []bool{false, true} {
+		var reqs []*flushReq
+		for p, t := range s.tasks {
+			r := &flushReq{close: phase, target: targets[p], done: make(chan error, 1)}
+			select {
+			case t.reqs <- r:
+			case <-t.done:
+				return fmt.Errorf("%s: %w", s.cfg.Name, ErrStopped)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			reqs = append(reqs, r)
+		}
+		for _, r := range reqs {
+			select {
+			case err := <-r.done:
+				if err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// Topic is the topic the stage reads.
+func (s *Stage) Topic() string { return s.cfg.Topic }

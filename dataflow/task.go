@@ -1,0 +1,279 @@
+package dataflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/window"
+)
+
+// task runs the operator chain of one input partition of a stage.
+type task struct {
+	st    *Stage
+	p     int32
+	env   *Env
+	ops   []Op
+	clock Clock // the chain's own watermark (behind a hop); nil: part's
+	part  *window.Partition
+	out   Pending
+
+	in   chan kafkaio.FetchPart
+	reqs chan *flushReq
+	done chan struct{}
+
+	uncommitted bool
+	lastCommit  time.Time
+	given       Watermark // the watermark last given to the operators
+	groupOff    int64     // the offset last committed to the consumer group
+}
+
+// flushReq asks a task to reach target (phase reach), or to close what a
+// FLUSH that read it to target closes and commit (phase close).
+type flushReq struct {
+	close  bool
+	target int64
+	done   chan error
+}
+
+func (t *task) open(ctx context.Context) error {
+	for _, op := range t.ops {
+		if err := op.Open(ctx, t.env); err != nil {
+			return err
+		}
+	}
+	if c, ok := t.ops[0].(Clock); ok {
+		t.clock = c
+	}
+	return nil
+}
+
+func (t *task) close() {
+	for _, op := range t.ops {
+		op.Close()
+	}
+}
+
+// run is the task's loop: batches, ticks (commit cadence, idleness, early
+// fires) and FLUSH requests, until ctx ends; then a last commit, so a
+// clean stop replays nothing.
+func (t *task) run(ctx context.Context) {
+	defer close(t.done)
+	defer t.close()
+	tick := time.NewTicker(t.st.tickEvery())
+	defer tick.Stop()
+	var pending []*flushReq
+	t.lastCommit = t.st.now()
+	// Readers of a hop hear from every source partition at once, and
+	// windows already due at start close at once.
+	t.try(ctx, func() error { return t.commit(ctx, false) })
+	for {
+		select {
+		case <-ctx.Done():
+			for _, r := range pending {
+				r.done <- errors.New("stream stopped")
+			}
+			if t.uncommitted && t.st.Err() == nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := t.commit(cctx, false); err != nil {
+					t.env.Log.Warn("final commit failed; the input since the last commit will be read again", "partition", t.p, "err", err)
+				}
+				cancel()
+			}
+			return
+		case fp := <-t.in:
+			start := time.Now()
+			t.try(ctx, func() error { return t.process(ctx, fp) })
+			if t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery() {
+				t.try(ctx, func() error { return t.commit(ctx, false) })
+			}
+			t.env.Metrics.BatchSeconds.WithLabelValues(t.env.Name).Observe(time.Since(start).Seconds())
+		case <-tick.C:
+			t.try(ctx, func() error { return t.onTick(ctx) })
+		case r := <-t.reqs:
+			pending = append(pending, r)
+		}
+		pending = t.answer(ctx, pending)
+	}
+}
+
+// try runs f unless the stage has failed, and fails the stage on error.
+func (t *task) try(ctx context.Context, f func() error) {
+	if t.st.Err() != nil {
+		return
+	}
+	if err := f(); err != nil && ctx.Err() == nil {
+		t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
+	}
+}
+
+// answer answers the FLUSH requests the task can: reach once it has read
+// up to the target, close (after every task reached its target) by closing
+// what that closes and committing.
+func (t *task) answer(ctx context.Context, pending []*flushReq) []*flushReq {
+	keep := pending[:0]
+	for _, r := range pending {
+		if err := t.st.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		if t.part.Next < r.target {
+			keep = append(keep, r)
+			continue
+		}
+		if !r.close {
+			r.done <- nil
+			continue
+		}
+		t.part.FlushedTo(r.target)
+		err := t.commit(ctx, true)
+		if err != nil {
+			t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
+			err = t.st.Err()
+		}
+		r.done <- err
+	}
+	return keep
+}
+
+// process pushes one fetch of the partition through the chain.
+func (t *task) process(ctx context.Context, fp kafkaio.FetchPart) error {
+	t.part.SawEnd(fp.HighWatermark)
+	recs := fp.Records
+	for len(recs) > 0 && recs[0].Offset < t.part.Next { // already applied
+		recs = recs[1:]
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	out, err := t.ops[0].Process(ctx, &Batch{Partition: t.p, Recs: recs})
+	if err != nil {
+		return err
+	}
+	var maxTime int64
+	hasTime := false
+	if t.clock == nil && out != nil {
+		maxTime, hasTime = out.MaxTime, out.HasTime
+	}
+	if err := t.push(ctx, 1, out); err != nil {
+		return err
+	}
+	t.part.Read(recs[len(recs)-1].Offset+1, maxTime, hasTime)
+	t.uncommitted = true
+	return nil
+}
+
+// push hands b (and the batches chained to it) to operator i onwards.
+func (t *task) push(ctx context.Context, i int, b *Batch) error {
+	for ; b != nil && i < len(t.ops); b = b.Next {
+		out, err := t.ops[i].Process(ctx, b)
+		if err != nil {
+			return err
+		}
+		if err := t.push(ctx, i+1, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onTick confirms idleness on a fresh end offset, and commits when input
+// is pending past the commit interval, when the watermark or idleness
+// moved, or when an operator asks for time (EMIT EVERY).
+func (t *task) onTick(ctx context.Context) error {
+	if t.clock == nil && t.part.Quiet() {
+		end, err := t.st.freshEnd(ctx, t.p, t.part.QuietSince())
+		if err != nil {
+			return err
+		}
+		t.part.ConfirmIdle(end)
+	}
+	due := t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()
+	if !due {
+		wm := t.watermark(false)
+		due = wm.Has != t.given.Has || wm.WM != t.given.WM || wm.Idle != t.given.Idle
+	}
+	if !due {
+		now := t.st.now()
+		for _, op := range t.ops {
+			if tk, ok := op.(Ticker); ok && tk.Due(now) {
+				due = true
+			}
+		}
+	}
+	if !due {
+		return nil
+	}
+	return t.commit(ctx, false)
+}
+
+// Ticker is an operator that wants its OnWatermark called when Due says,
+// even when nothing else moved (EMIT EVERY's early fires).
+type Ticker interface {
+	Due(now time.Time) bool
+}
+
+// watermark is the task's watermark now.
+func (t *task) watermark(flush bool) Watermark {
+	w := Watermark{Flush: flush, Idle: t.part.Idle(), Now: t.st.now()}
+	if t.clock != nil {
+		w.WM, w.Has = t.clock.Time()
+	} else {
+		w.WM, w.Has = t.part.Effective()
+	}
+	return w
+}
+
+// commit is the task's one commit point: the operators see the watermark
+// (closing windows, shipping partials, sending markers), every record
+// produced is acknowledged, then state, offset and watermark are written
+// in one Pebble batch, then the offset goes to the stage's consumer group.
+func (t *task) commit(ctx context.Context, flush bool) error {
+	wm := t.watermark(flush)
+	for i, op := range t.ops {
+		out, err := op.OnWatermark(ctx, wm)
+		if err != nil {
+			return err
+		}
+		if err := t.push(ctx, i+1, out); err != nil {
+			return err
+		}
+	}
+	if err := t.out.Flush(ctx); err != nil {
+		return err
+	}
+	c := &Commit{State: t.st.deps.Store.NewBatch(t.st.cfg.State), Offset: t.part.Next}
+	defer c.State.Close()
+	for _, op := range t.ops {
+		if err := op.Commit(ctx, c); err != nil {
+			return err
+		}
+	}
+	meta := state.PartitionMeta{Offset: c.Offset, MaxTime: t.part.MaxTime, HasTime: t.part.HasTime,
+		Closed: c.Closed, HasClosed: c.HasClosed, Applied: c.Applied}
+	if err := c.State.PutPartition(t.p, meta); err != nil {
+		return err
+	}
+	if err := c.State.Commit(); err != nil {
+		return err
+	}
+	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
+	t.st.noteWatermark(t.p, wm)
+	if c.Offset != t.groupOff {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := t.st.deps.Kafka.CommitOffsets(gctx, t.st.cfg.Group, t.st.cfg.Topic, map[int32]int64{t.p: c.Offset})
+		cancel()
+		if err != nil {
+			// The offset in Pebble is the truth; the group's is for
+			// Kafka's tools, and the next commit sends it again.
+			t.env.Log.Warn("cannot commit offset to consumer group", "group", t.st.cfg.Group, "partition", strconv.Itoa(int(t.p)), "err", err)
+		} else {
+			t.groupOff = c.Offset
+		}
+	}
+	return nil
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// This file composes running streams out of dataflow stages; the runtime
+// itself (tasks, operators, commits) lives in package dataflow.
+
+// stream is a running stream: the stages that compute it.
+type stream struct {
+	def   *catalog.Stream
+	plan  *planner.Plan
+	spec  streamSpec
+	stats *dataflow.Stats
+	hop   *sharedHop      // repartition: the shared hop in front
+	pre   *dataflow.Stage // combine: the pre-aggregation stage
+	final *dataflow.Stage // the stage that writes the output
+	err   error           // it could not start (final is nil)
+}
+
+// streamSpec is the partition counts a stream was started with.
+type streamSpec struct {
+	nIn  int // input topic
+	outN int // output topic
+	nRep int // repartition topic (repartition)
+	nCmb int // combine topic (combine)
+	// declaredRep: repartition_partitions was set (a shared hop with
+	// another count is refused).
+	declaredRep bool
+}
+
+// sharedHop is a running repartition hop, shared by the streams with the
+// same (topic, column).
+type sharedHop struct {
+	stage *dataflow.Stage
+	topic string
+	outN  int
+	refs  int
+}
+
+// status is what SHOW STREAMS prints of a stream's health: running, or
+// failed with the error of whichever of its stages failed (the shared hop
+// in front included).
+func (r *stream) status() (string, error) {
+	if r.err != nil {
+		return "failed", r.err
+	}
+	if r.hop != nil {
+		if err := r.hop.stage.Err(); err != nil {
+			return "failed", fmt.Errorf("repartition hop %s: %w", r.hop.topic, err)
+		}
+	}
+	for _, st := range []*dataflow.Stage{r.pre, r.final} {
+		if st != nil {
+			if err := st.Err(); err != nil {
+				return "failed", err
+			}
+		}
+	}
+	return "running", nil
+}
+
+// groupName is the consumer group of a stream's final stage.
+func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
+
+// combineTopic names a combine hop's internal topic (and its partial
+// stage's consumer group).
+func combineTopic(app, topic, windowName string) string {
+	return "turbine-" + app + "-cmb-" + topic + "-" + windowName
+}
+
+func (s *Server) deps() dataflow.Deps {
+	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log}
+}
+
+// runtimeKafka gives the runtime the Kafka client through its interfaces.
+type runtimeKafka struct{ *kafkaio.Client }
+
+func (k runtimeKafka) NewConsumer(topic string, assign map[int32]int64, maxPoll int) (dataflow.Consumer, error) {
+	return k.Client.NewConsumer(topic, assign, maxPoll)
+}
+
+func (k runtimeKafka) NewPending() dataflow.Pending { return k.Client.NewPending() }
+
+// inputTime is the event-time column (-1: none), the watermark delay and
+// the idle timeout of a plan's input.
+func inputTime(p *planner.Plan) (tsIdx int, delay int64, idle time.Duration) {
+	tsIdx = -1
+	if wm := p.Input.Watermark; wm != nil {
+		tsIdx, delay = p.Input.Schema.Index(wm.Column), wm.DelayMs
+	}
+	if p.Window != nil && tsIdx != p.Window.TimeIdx {
+		// The window's time column is event time even without a WATERMARK clause.
+		tsIdx = p.Window.TimeIdx
+	}
+	return tsIdx, delay, idleTimeout(p.Input.Source)
+}
+
+func idleTimeout(src *catalog.Source) time.Duration {
+	ms := int64(DefaultIdleTimeoutMs)
+	if src != nil && src.IdleTimeoutMs > 0 {
+		ms = src.IdleTimeoutMs
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// observer feeds a source's statistics (nil for a stream's output).
+func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
+	if src == nil {
+		return nil
+	}
+	return s.statsFor(src).observe
+}
+
+// startStream starts the stages of a stream.
+func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
+	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
+	tsIdx, delay, idle := inputTime(p)
+	final := dataflow.StageConfig{
+		Name: def.Name, State: def.Name, Group: s.groupName(def.Name),
+		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
+		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), Reports: true,
+		OnResize: func() { s.restartAfterResize(def.Name) },
+	}
+	tail := func() []dataflow.Op {
+		out := []dataflow.Op{}
+		if p.Aggregate {
+			out = append(out, &dataflow.HashAgg{Plan: p, LatenessMs: def.Options.AllowedLatenessMs, LateDataTopic: def.Options.LateDataTopic,
+				EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, DLQ: s.dlqPartitions,
+				Merge: p.Strategy == planner.StrategyCombine})
+			out = append(out, &dataflow.Project{Filter: p.Having, Exprs: p.Project, AddFinal: def.Options.EmitEveryMs > 0})
+		} else {
+			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
+		}
+		return append(out, &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey})
+	}
+	deps := s.deps()
+	switch p.Strategy {
+	case planner.StrategyRepartition:
+		h, err := s.hopFor(ctx, p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep)
+		if err != nil {
+			return nil, err
+		}
+		r.hop = h
+		final.Topic, final.Partitions = h.topic, h.outN
+		final.Watch = map[string]int{p.Input.Topic: spec.nIn}
+		final.Ops = func(int32) []dataflow.Op {
+			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn},
+				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions}}, tail()...)
+		}
+	case planner.StrategyCombine:
+		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
+		pre := dataflow.StageConfig{
+			Name: def.Name, State: "__cmb/" + topic, Group: topic,
+			Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
+			CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(),
+			OnResize: final.OnResize,
+			Ops: func(int32) []dataflow.Op {
+				return []dataflow.Op{
+					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions},
+					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb},
+				}
+			},
+		}
+		st, err := dataflow.StartStage(ctx, pre, deps)
+		if err != nil {
+			return nil, err
+		}
+		r.pre = st
+		lag := &dataflow.LagBoard{Gauge: s.metrics.CombineLag, Now: s.clock}
+		final.Topic, final.Partitions = topic, spec.nCmb
+		final.Watch = map[string]int{p.Input.Topic: spec.nIn}
+		final.Ops = func(int32) []dataflow.Op {
+			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn, Lag: lag}}, tail()...)
+		}
+	default:
+		final.Ops = func(int32) []dataflow.Op {
+			return append([]dataflow.Op{&dataflow.Source{Input: p.Input, TimeIdx: tsIdx, NeedsSeq: p.NeedsSeq,
+				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions}}, tail()...)
+		}
+	}
+	st, err := dataflow.StartStage(ctx, final, deps)
+	if err != nil {
+		r.stop(s)
+		return nil, err
+	}
+	r.final = st
+	return r, nil
+}
+
+// stop stops the stream's stages (the shared hop when it was the last
+// stream using it). Callers hold s.mu.
+func (r *stream) stop(s *Server) {
+	if r.final != nil {
+		r.final.Stop()
+		r.final = nil
+	}
+	if r.pre != nil {
+		r.pre.Stop()
+		r.pre = nil
+	}
+	if r.hop != nil {
+		s.releaseHop(r.hop)
+		r.hop = nil
+	}
+}
+
+// hopFor returns the running hop of (source, column), starting it for the
+// first stream that needs it. nOut is the internal topic's partition count
+// (repartition_partitions, default the source's count); an existing topic
+// with another count is refused.
+func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string, nIn, nOut int, declared bool) (*sharedHop, error) {
+	topic := shuffle.RepartitionTopic(s.cfg.AppID, src.Topic, []string{column})
+	if h, ok := s.hops[topic]; ok {
+		if declared && h.outN != nOut {
+			return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q runs with %d partitions, not the %d requested", topic, h.outN, nOut).
+				WithHint("streams sharing a repartition hop share its topic: drop repartition_partitions or set it to %d", h.outN)
+		}
+		h.refs++
+		return h, nil
+	}
+	if err := state.CheckDivisor(topic, nOut, "repartition_partitions"); err != nil && !s.cfg.AllowNonDivisor {
+		return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+	}
+	have, err := s.kafka.EnsureTopic(ctx, topic, nOut, nil)
+	if err != nil {
+		return nil, err
+	}
+	if have != nOut {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q exists with %d partitions, not %d", topic, have, nOut).
+			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
+	}
+	rel := &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, Source: src}
+	tsIdx, delay := -1, int64(0)
+	if wm := src.Watermark; wm != nil {
+		tsIdx, delay = src.Schema.Index(wm.Column), wm.DelayMs
+	}
+	colIdx := src.Schema.Index(column)
+	cfg := dataflow.StageConfig{
+		Name: topic, State: "__hop/" + topic, Group: topic,
+		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: &dataflow.Stats{},
+		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(),
+		Ops: func(int32) []dataflow.Op {
+			return []dataflow.Op{
+				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions},
+				&dataflow.Exchange{Topic: topic, Partitions: nOut, Col: colIdx},
+			}
+		},
+	}
+	st, err := dataflow.StartStage(ctx, cfg, s.deps())
+	if err != nil {
+		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
+	}
+	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1}
+	s.hops[topic] = h
+	return h, nil
+}
+
+// releaseHop drops one stream's use of the hop, stopping it after the last.
+func (s *Server) releaseHop(h *sharedHop) {
+	h.refs--
+	if h.refs > 0 {
+		return
+	}
+	h.stage.Stop()
+	delete(s.hops, h.topic)
+}
+
+// restartStream stops a stream and starts it again from its state (ALTER
+// STREAM ... RESTART, or its input's partition count changed). A stream
+// that cannot start stays listed as failed, with the reason.
+func (s *Server) restartStream(ctx context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	def, ok := s.cat.Stream(name)
+	if !ok {
+		return &catalog.ErrNotFound{Name: name}
+	}
+	if r, ok := s.streams[name]; ok {
+		r.stop(s)
+		delete(s.streams, name)
+	}
+	r, err := s.startFromCatalog(ctx, def)
+	if err != nil {
+		s.streams[name] = &stream{def: def, err: err, stats: &dataflow.Stats{}}
+		return err
+	}
+	s.streams[name] = r
+	return nil
+}
+
+// startFromCatalog plans a stream of the catalog again and starts it.
+func (s *Server) startFromCatalog(ctx context.Context, def *catalog.Stream) (*stream, error) {
+	stmt, err := sql.Parse(def.SQL)
+	if err != nil {
+		return nil, err
+	}
+	cs, ok := stmt.(*sql.CreateStream)
+	if !ok {
+		return nil, fmt.Errorf("catalog entry of %s is not a CREATE STREAM", def.Name)
+	}
+	d, p, err := s.planStream(cs, def.SQL)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := s.prepareStream(ctx, d, p, cs.Options, false)
+	if err != nil {
+		return nil, err
+	}
+	return s.startStream(ctx, def, p, spec)
+}
+
+// restartAfterResize restarts a stream whose input changed its partition
+// count, so its tasks cover the new partitions.
+func (s *Server) restartAfterResize(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.restartStream(ctx, name); err != nil {
+		s.log.Error("stream cannot run on its input's new partition count", "stream", name, "err", err)
+	}
+}
+
+// flushStages runs FLUSH: the hops first (what they write is the input of
+// the streams behind them), then each stream's stages. A failed stream is
+// reported, and the others still complete.
+func (s *Server) flushStages(ctx context.Context) error {
+	var prev map[string]map[int32]int64
+	failed := map[string]error{}
+	for round := 0; round < 20; round++ {
+		s.mu.Lock()
+		var hops []*sharedHop
+		for _, h := range s.hops {
+			hops = append(hops, h)
+		}
+		var streams []*stream
+		for _, r := range s.streams {
+			streams = append(streams, r)
+		}
+		s.mu.Unlock()
+		ends := map[string]map[int32]int64{}
+		flush := func(st *dataflow.Stage) error {
+			e, ok := ends[st.Topic()]
+			if !ok {
+				var err error
+				if e, err = s.kafka.EndOffsets(ctx, st.Topic()); err != nil {
+					return err
+				}
+				ends[st.Topic()] = e
+			}
+			return st.Flush(ctx, e)
+		}
+		hopErr := map[string]error{}
+		for _, h := range hops {
+			if err := flush(h.stage); err != nil {
+				hopErr[h.topic] = err
+			}
+		}
+		for _, r := range streams {
+			name := r.def.Name
+			switch {
+			case failed[name] != nil:
+			case r.err != nil:
+				failed[name] = r.err
+			case r.hop != nil && hopErr[r.hop.topic] != nil:
+				failed[name] = fmt.Errorf("repartition hop %s: %w", r.hop.topic, hopErr[r.hop.topic])
+			case r.pre != nil:
+				if err := flush(r.pre); err != nil {
+					failed[name] = err
+				}
+			}
+		}
+		for _, r := range streams {
+			if r.final == nil || failed[r.def.Name] != nil {
+				continue
+			}
+			if err := flush(r.final); err != nil {
+				failed[r.def.Name] = err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if sameEnds(prev, ends) {
+			break
+		}
+		prev = ends
+	}
+	return flushFailures(failed)
+}
+
+// flushFailures reports the streams a FLUSH could not complete (nil: none).
+func flushFailures(failed map[string]error) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	var parts []string
+	var errs []error
+	for name, err := range failed {
+		parts = append(parts, fmt.Sprintf("stream %s failed: %v", name, err))
+		errs = append(errs, err)
+	}
+	sort.Strings(parts)
+	return &sql.Error{Code: sql.CodeObjectInUse, Message: "FLUSH: " + strings.Join(parts, "; "),
+		HintMsg: "every other stream was flushed; fix the cause (or set on_error on the source), then ALTER STREAM <name> RESTART", Err: errors.Join(errs...)}
+}

@@ -1,0 +1,197 @@
+package window
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock gives the wall-clock time; tests inject a fake one.
+type Clock func() time.Time
+
+// Partition is one input partition's event-time progress, as the task that
+// reads it sees it. It belongs to that task's goroutine.
+//
+// Its own watermark is the largest event time read minus the delay. Its
+// effective watermark, the one that closes windows and that hops send to
+// their readers, adds idleness: a partition with nothing to read for
+// IdleTimeout, confirmed on an end offset fetched after the timeout
+// (ConfirmIdle, never on an end remembered from an earlier fetch), advances
+// with processing time from the moment it went idle, but never past the
+// highest own watermark among its peers (the other partitions of the same
+// input). A partition that never had data, or one with no peers, therefore
+// moves only with its own rows, or with a FLUSH: a FLUSH that read it to
+// its end lifts it to its peers' highest watermark until new data arrives.
+type Partition struct {
+	ID          int32
+	Delay       int64
+	IdleTimeout time.Duration
+	Now         Clock
+	Peers       *Peers // nil: no peers
+
+	Next    int64 // next offset to read
+	End     int64 // log end offset last seen
+	MaxTime int64 // largest event time read
+	HasTime bool
+
+	lastData  time.Time // when records last arrived, or tracking began
+	idle      bool      // confirmed idle on a fresh end offset
+	idleSince time.Time
+	flushIdle bool // read to its end by a FLUSH, until new data arrives
+	eff       int64
+	hasEff    bool
+}
+
+// NewPartition starts tracking partition id from a restored position.
+func NewPartition(id int32, delay int64, idle time.Duration, now Clock, peers *Peers, next, maxTime int64, hasTime bool) *Partition {
+	if now == nil {
+		now = time.Now
+	}
+	p := &Partition{ID: id, Delay: delay, IdleTimeout: idle, Now: now, Peers: peers, Next: next, End: next,
+		MaxTime: maxTime, HasTime: hasTime, lastData: now()}
+	p.publish()
+	return p
+}
+
+// Own is the partition's own watermark: its largest event time minus the
+// delay (ok false before any event time).
+func (p *Partition) Own() (int64, bool) { return p.MaxTime - p.Delay, p.HasTime }
+
+func (p *Partition) publish() {
+	if p.Peers != nil {
+		if wm, ok := p.Own(); ok {
+			p.Peers.set(p.ID, wm)
+		}
+	}
+}
+
+// SawEnd records a log end offset a fetch reported.
+func (p *Partition) SawEnd(end int64) {
+	if end > p.End {
+		p.End = end
+	}
+}
+
+// Read records that records up to next (exclusive) were applied, with
+// maxTime the largest event time among them (hasTime false: none had one).
+func (p *Partition) Read(next, maxTime int64, hasTime bool) {
+	p.Next = next
+	if next > p.End {
+		p.End = next
+	}
+	if hasTime && (!p.HasTime || maxTime > p.MaxTime) {
+		p.MaxTime, p.HasTime = maxTime, true
+		p.publish()
+	}
+	p.lastData = p.Now()
+	p.idle, p.flushIdle = false, false
+}
+
+// Quiet reports whether the partition has had nothing new for its idle
+// timeout as far as it knows: the caller should then fetch its end offset
+// afresh and call ConfirmIdle.
+func (p *Partition) Quiet() bool {
+	return !p.idle && p.Next >= p.End && p.Now().Sub(p.lastData) >= p.IdleTimeout
+}
+
+// QuietSince is when the partition's idle timeout ran out (meaningful
+// when Quiet): an end offset fetched after it is fresh enough to confirm.
+func (p *Partition) QuietSince() time.Time { return p.lastData.Add(p.IdleTimeout) }
+
+// ConfirmIdle takes a freshly fetched end offset: if there is still nothing
+// to read, the partition is idle from now on (its watermark advances with
+// processing time); otherwise it has data and holds its watermark.
+func (p *Partition) ConfirmIdle(freshEnd int64) {
+	p.SawEnd(freshEnd)
+	if p.idle || p.Next < p.End || p.Now().Sub(p.lastData) < p.IdleTimeout {
+		return
+	}
+	p.idle, p.idleSince = true, p.lastData.Add(p.IdleTimeout)
+}
+
+// FlushedTo marks the partition read to target by a FLUSH: if it is there,
+// it is idle at its end until new data arrives.
+func (p *Partition) FlushedTo(target int64) {
+	if p.Next < target {
+		return
+	}
+	p.SawEnd(target)
+	p.flushIdle = p.Next >= p.End
+}
+
+// Idle reports whether the partition is idle (confirmed, or by a FLUSH).
+func (p *Partition) Idle() bool { return p.idle || p.flushIdle }
+
+// Effective is the watermark that closes the partition's windows (see the
+// type's comment). It never moves back.
+func (p *Partition) Effective() (int64, bool) {
+	wm, ok := p.Own()
+	var peer int64
+	hasPeer := false
+	if p.Peers != nil {
+		peer, hasPeer = p.Peers.maxExcept(p.ID)
+	}
+	switch {
+	case p.flushIdle && hasPeer:
+		if !ok || peer > wm {
+			wm, ok = peer, true
+		}
+	case p.idle && ok && hasPeer:
+		base := wm
+		if p.hasEff && p.eff > base {
+			base = p.eff // it kept advancing while idle
+		}
+		adv := wm + p.Now().Sub(p.idleSince).Milliseconds()
+		if adv > peer {
+			adv = peer
+		}
+		if adv > base {
+			wm = adv
+		} else {
+			wm = base
+		}
+	}
+	if ok && (!p.hasEff || wm > p.eff) {
+		p.eff, p.hasEff = wm, true
+	}
+	return p.eff, p.hasEff
+}
+
+// Restore sets the effective watermark windows were closed at before a
+// restart (it never moves back from there).
+func (p *Partition) Restore(wm int64) { p.eff, p.hasEff = wm, true }
+
+// Peers is what the partitions of one input share: each one's own
+// watermark, so an idle partition never advances past the others. Safe for
+// concurrent use by the tasks of a stage.
+type Peers struct {
+	mu  sync.Mutex
+	own map[int32]int64
+}
+
+// NewPeers is an empty set of peers.
+func NewPeers() *Peers { return &Peers{own: map[int32]int64{}} }
+
+func (s *Peers) set(p int32, wm int64) {
+	s.mu.Lock()
+	if old, ok := s.own[p]; !ok || wm > old {
+		s.own[p] = wm
+	}
+	s.mu.Unlock()
+}
+
+// maxExcept is the highest own watermark among partitions other than p.
+func (s *Peers) maxExcept(p int32) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var m int64
+	ok := false
+	for q, wm := range s.own {
+		if q != p && (!ok || wm > m) {
+			m, ok = wm, true
+		}
+	}
+	return m, ok
+}
+
+// Max is the highest own watermark among all partitions.
+func (s *Peers) Max() (int64, bool) { return s.maxExcept(-1 << 31) }
