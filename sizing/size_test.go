@@ -80,7 +80,7 @@ func TestSizeExactDecimals(t *testing.T) {
 func TestValidCount(t *testing.T) {
 	cases := []struct {
 		rec, consumers, want int64
-		note              string
+		note                 string
 	}{
 		{18, 12, 24, ""},
 		{14, 2, 16, ""},
