@@ -60,6 +60,8 @@ type Result struct {
 	Columns []Column // nil: no row description is sent
 	Rows    [][]any
 	Tag     string // CommandComplete tag, e.g. "CREATE SOURCE", "SELECT 3"
+	// Notices are sent before the rows, one NoticeResponse each.
+	Notices []Notice
 }
 
 // Type OIDs used by the engine. OIDInt2 and OIDFloat4 only occur as parameter

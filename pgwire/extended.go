@@ -257,6 +257,8 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 			return err
 		}
 		p.result = res
+		// Once per run, however many Executes fetch the rows.
+		c.sendNotices(res)
 	}
 
 	res := p.result

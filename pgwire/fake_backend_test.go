@@ -199,6 +199,12 @@ func plan(sql string) (*fakeQuery, error) {
 			r[i] = []any{int64(i)}
 		}
 		return &fakeQuery{desc: pgwire.Description{Columns: int8Col}, run: rows(int8Col, r, "SELECT 20000")}, nil
+	case upper == "SELECT NOTICED":
+		return &fakeQuery{desc: pgwire.Description{Columns: int8Col}, run: func(context.Context, []pgwire.Param) (*pgwire.Result, error) {
+			return &pgwire.Result{Columns: int8Col, Rows: [][]any{{int64(1)}, {int64(2)}}, Tag: "SELECT 2", Notices: []pgwire.Notice{
+				{Message: "first", Detail: "some detail", Hint: "a hint"}, {Message: "second"},
+			}}, nil
+		}}, nil
 	case upper == "SELECT EMPTYSTR":
 		return &fakeQuery{desc: pgwire.Description{Columns: text}, run: rows(text, [][]any{{""}, {nil}}, "SELECT 2")}, nil
 	case upper == "SELECT UNENCODABLE":

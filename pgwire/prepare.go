@@ -117,6 +117,7 @@ func (c *conn) executeSQL(stmt string) (handled bool, err error) {
 	if err != nil {
 		return true, err
 	}
+	c.sendNotices(res)
 	if st.columns != nil {
 		c.sendRowDescription(st.columns, nil)
 	}

@@ -135,6 +135,8 @@ func summarize(msg pgproto3.BackendMessage) string {
 		return "C " + string(m.CommandTag)
 	case *pgproto3.ErrorResponse:
 		return "E " + m.Severity + " " + m.Code
+	case *pgproto3.NoticeResponse:
+		return "N " + m.Severity + " " + m.Code + " " + m.Message
 	case *pgproto3.ParameterDescription:
 		return fmt.Sprintf("t %v", m.ParameterOIDs)
 	case *pgproto3.RowDescription:
@@ -234,6 +236,12 @@ func TestProtocol(t *testing.T) {
 			{[]pgproto3.FrontendMessage{p("f", "SELECT failing"), bind("pf", "f", nil), exec("pf", 0), sync}, []string{"1", "2", "E ERROR 22012", "Z T"}},
 			{[]pgproto3.FrontendMessage{exec("pf", 0), sync}, []string{"E ERROR 55000", "Z T"}},
 			{[]pgproto3.FrontendMessage{q("ROLLBACK")}, []string{"C ROLLBACK", "Z I"}},
+		}},
+		{"notices come before the rows, once per run", []step{
+			{[]pgproto3.FrontendMessage{q("SELECT noticed")},
+				[]string{"N NOTICE 00000 first", "N NOTICE 00000 second", "T n:20:0", "D 1", "D 2", "C SELECT 2", "Z I"}},
+			{[]pgproto3.FrontendMessage{p("", "SELECT noticed"), bindResults(""), exec("", 1), exec("", 1), exec("", 1), sync},
+				[]string{"1", "2", "N NOTICE 00000 first", "N NOTICE 00000 second", "D 1", "s", "D 2", "C SELECT 1", "C SELECT 0", "Z I"}},
 		}},
 		{"transaction status", []step{
 			{[]pgproto3.FrontendMessage{q("BEGIN")}, []string{"C BEGIN", "Z T"}},

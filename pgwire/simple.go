@@ -47,6 +47,7 @@ func (c *conn) simpleQuery(sql string) {
 			c.sendError(err)
 			return
 		}
+		c.sendNotices(res)
 		if res.Columns != nil {
 			c.sendRowDescription(res.Columns, nil)
 		}

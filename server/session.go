@@ -144,6 +144,10 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.show(st)
 	case *sql.Describe:
 		return s.describe(st)
+	case *sql.ShowSizing:
+		return s.showSizing(ctx, st, text)
+	case *sql.ShowSkew:
+		return s.showSkew(ctx, st, text)
 	case *sql.Drop:
 		return s.drop(st)
 	case *sql.Explain:
@@ -186,6 +190,10 @@ func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, er
 		return showColumns(st.What), nil
 	case *sql.Describe:
 		return textColumns("column_name", "data_type", "detail"), nil
+	case *sql.ShowSizing:
+		return sizingCols, nil
+	case *sql.ShowSkew:
+		return skewCols, nil
 	case *sql.Explain:
 		return textColumns("QUERY PLAN"), nil
 	}

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -98,4 +99,18 @@ func (o Options) Check(what string, allowed ...string) error {
 		}
 	}
 	return nil
+}
+
+// Float reads a number option; def when absent, a 22023 error when it is
+// not a finite number.
+func (o Options) Float(key string, def float64) (float64, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v.Value), 64)
+	if err != nil || v.Interval || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, Errorf(CodeInvalidParameter, "option %s must be a number, got %q", key, v.Value).WithPos(v.Pos)
+	}
+	return f, nil
 }

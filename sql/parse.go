@@ -125,6 +125,12 @@ func (p *stmtParser) statement() (Statement, error) {
 		return &Flush{}, p.atEnd()
 	case t.Is("SHOW"):
 		p.next()
+		switch {
+		case p.accept("SIZING"):
+			return p.showSizing()
+		case p.accept("SKEW"):
+			return p.showSkew()
+		}
 		w := p.next()
 		if w.Kind != TokIdent && w.Kind != TokQIdent {
 			return nil, p.errAt(w, "expected SOURCES, STREAMS or a setting name after SHOW")

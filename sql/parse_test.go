@@ -149,3 +149,52 @@ func TestBind(t *testing.T) {
 		t.Fatal("want an error for a missing parameter")
 	}
 }
+
+func TestParseShowSizingAndSkew(t *testing.T) {
+	s, err := Parse("SHOW SIZING WITH (peak_events_per_sec = 4200, avg_record_kb = 18.5, target_consumers = 12)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sz := s.(*ShowSizing)
+	if f, err := sz.Options.Float("avg_record_kb", 0); sz.Source != "" || err != nil || f != 18.5 {
+		t.Fatalf("%+v %v %v", sz, f, err)
+	}
+	s, err = Parse("show sizing for Captures with (target_consumers = 3);")
+	if err != nil || s.(*ShowSizing).Source != "captures" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	s, err = Parse("SHOW SKEW FOR captures BY store_id || ':' || fixture_id WITH (partitions = 24)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := s.(*ShowSkew)
+	if sk.Source != "captures" || sk.ByText != "store_id || ':' || fixture_id" || sk.By == nil || sk.Options.String("partitions", "") != "24" {
+		t.Fatalf("%+v", sk)
+	}
+	s, err = Parse("SHOW SKEW FOR captures BY COALESCE(a, (b)) ")
+	if err != nil || s.(*ShowSkew).ByText != "COALESCE(a, (b))" || len(s.(*ShowSkew).Options) != 0 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	s, err = Parse("SHOW SKEW FOR captures")
+	if err != nil || s.(*ShowSkew).By != nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for _, bad := range []struct{ sql, code string }{
+		{"SHOW SKEW captures", CodeSyntax},
+		{"SHOW SKEW FOR captures BY", CodeSyntax},
+		{"SHOW SKEW FOR captures BY a, b", CodeSyntax},
+		{"SHOW SKEW FOR captures BY a +", CodeSyntax},
+		{"SHOW SKEW FOR captures BY store_id WITH (partitions = 4, partitions = 5)", CodeInvalidParameter},
+		{"SHOW SIZING WITH (x = 1) extra", CodeSyntax},
+	} {
+		if _, err := Parse(bad.sql); CodeOf(err) != bad.code {
+			t.Errorf("%s: %v (%s), want %s", bad.sql, err, CodeOf(err), bad.code)
+		}
+	}
+	// A syntax error inside BY points into BY's text.
+	_, err = Parse("SHOW SKEW FOR captures BY a + ) WITH (partitions = 4)")
+	var e *Error
+	if !errors.As(err, &e) || e.Pos < 27 || e.Pos > 32 {
+		t.Fatalf("error %v at %d, want a position inside BY (27..31)", err, e.Pos)
+	}
+}

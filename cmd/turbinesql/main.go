@@ -1,6 +1,8 @@
 // Command turbinesql is the TurbineSQL server and its tools.
 //
 //	turbinesql serve [flags]   run the engine (embedded Kafka unless --brokers)
+//	turbinesql size [flags]    recommend a partition count (SHOW SIZING, offline)
+//	turbinesql skew [flags]    check a key's load per partition on a topic (SHOW SKEW, offline)
 //	turbinesql version
 package main
 
@@ -30,6 +32,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "turbinesql:", err)
 			os.Exit(1)
 		}
+	case "size":
+		runTool("size", size, os.Args[2:])
+	case "skew":
+		runTool("skew", skew, os.Args[2:])
 	case "version", "--version":
 		fmt.Println("turbinesql", version)
 	case "help", "-h", "--help":
@@ -46,6 +52,8 @@ func usage() {
 
 commands:
   serve     run the engine (see turbinesql serve -h)
+  size      recommend a partition count from peak rate, record size and consumers
+  skew      check how a key spreads over a topic's partitions under murmur2
   version   print the version`)
 }
 
