@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sizing"
@@ -171,7 +171,7 @@ func sampleOption(opts sql.Options) (int, error) {
 // sampled is one chunk of sampled records, decoded: b's row i is
 // recs[decoded[i]].
 type sampled struct {
-	recs    []*kgo.Record
+	recs    []*kafkaio.Record
 	b       *exec.Batch
 	decoded []int
 }
@@ -180,10 +180,10 @@ type sampled struct {
 // partition in equal shares, and hands them to fn in partition then offset
 // order. start (if not nil) learns the topic's partition count before the
 // first record; sampleTail returns it.
-func (k *kafka) sampleTail(ctx context.Context, topic string, sample int, start func(partitions int) error, fn func(*kgo.Record) error) (int, error) {
+func sampleTail(ctx context.Context, k *kafkaio.Client, topic string, sample int, start func(partitions int) error, fn func(*kafkaio.Record) error) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
-	partitions, err := k.partitions(ctx, topic)
+	partitions, err := k.Partitions(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
@@ -197,7 +197,7 @@ func (k *kafka) sampleTail(ctx context.Context, topic string, sample int, start 
 	}
 	perPartition := int64((sample + partitions - 1) / partitions)
 	read := 0
-	err = k.readTail(ctx, topic, perPartition, func(r *kgo.Record) error {
+	err = k.ReadTail(ctx, topic, perPartition, func(r *kafkaio.Record) error {
 		if read >= sample { // the equal shares may add up to a few more
 			return nil
 		}
@@ -215,22 +215,22 @@ func (k *kafka) sampleTail(ctx context.Context, topic string, sample int, start 
 // offline tools (turbinesql skew): fn gets each record's key and value. It
 // returns the topic's partition count.
 func SampleTopic(ctx context.Context, brokers []string, topic string, sample int, fn func(key, value []byte) error) (int, error) {
-	k, err := newKafka(brokers)
+	k, err := kafkaio.New(brokers)
 	if err != nil {
 		return 0, err
 	}
-	defer k.close()
-	if err := k.ping(ctx); err != nil {
+	defer k.Close()
+	if err := k.Ping(ctx); err != nil {
 		return 0, err
 	}
-	return k.sampleTail(ctx, topic, sample, nil, func(r *kgo.Record) error { return fn(r.Key, r.Value) })
+	return sampleTail(ctx, k, topic, sample, nil, func(r *kafkaio.Record) error { return fn(r.Key, r.Value) })
 }
 
 // sampleRelation is sampleTail over rel's topic with the records decoded,
 // a chunk at a time. It also returns how many records it could not decode.
 func (s *Server) sampleRelation(ctx context.Context, rel *catalog.Relation, sample int, start func(partitions int) error, fn func(sampled) error) (partitions int, undecodable int64, err error) {
-	dec := newDecoder(rel)
-	var chunk []*kgo.Record
+	dec := dataflow.NewDecoder(rel)
+	var chunk []*kafkaio.Record
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -243,12 +243,12 @@ func (s *Server) sampleRelation(ctx context.Context, rel *catalog.Relation, samp
 		defer rec.Release()
 		undecodable += int64(len(derrs))
 		b := exec.BatchOf(rec, rel.Schema)
-		fillKafkaTime(rel, b, chunk, decoded)
+		dataflow.FillKafkaTime(rel, b, chunk, decoded)
 		err := fn(sampled{recs: chunk, b: b, decoded: decoded})
 		chunk = chunk[:0]
 		return err
 	}
-	partitions, err = s.kafka.sampleTail(ctx, rel.Topic, sample, start, func(r *kgo.Record) error {
+	partitions, err = sampleTail(ctx, s.kafka, rel.Topic, sample, start, func(r *kafkaio.Record) error {
 		chunk = append(chunk, r)
 		if len(chunk) >= decodeChunk {
 			return flush()

@@ -163,7 +163,7 @@ func TestShowSkewFlagship(t *testing.T) {
 
 	// Where the producer put the keyed records, read back from the topic.
 	placed := make([]int64, 6)
-	if err := srv.kafka.readAll(ctx, "captures", func(r *kgo.Record) error {
+	if err := srv.kafka.ReadAll(ctx, "captures", func(r *kgo.Record) error {
 		if r.Key != nil {
 			placed[r.Partition]++
 		}
