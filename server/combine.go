@@ -90,9 +90,9 @@ func (s *Server) startCombiner(ctx context.Context, def *catalog.Stream, p *plan
 		c.shipped[q], c.hasShip[q] = m.MaxTime, m.HasTime
 		assign[q] = kgo.NewOffset().At(m.Offset)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.brokers...),
+	cl, err := kgo.NewClient(s.kafka.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{src.Topic: assign}),
-		kgo.FetchMaxWait(250*time.Millisecond), kgo.FetchMaxPartitionBytes(8<<20))
+		kgo.FetchMaxWait(250*time.Millisecond), kgo.FetchMaxPartitionBytes(8<<20))...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer for combine hop %s: %w", topic, err)
 	}

@@ -98,12 +98,11 @@ func (h *hop) start(ctx context.Context, nIn int) error {
 		h.wms.Add(p, m.Offset, ends[p], m.MaxTime, m.HasTime)
 		assign[p] = kgo.NewOffset().At(m.Offset)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(h.srv.kafka.brokers...),
+	cl, err := kgo.NewClient(h.srv.kafka.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.src.Topic: assign}),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxPartitionBytes(8<<20),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("consumer for repartition hop %s: %w", h.topic, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // startEmbeddedBroker runs kfake in process, listening on addr, persisting
@@ -34,22 +36,23 @@ func startEmbeddedBroker(addr, dir string) (*kfake.Cluster, error) {
 // where Kafka's Java client would put them.
 type kafka struct {
 	brokers []string
+	conn    *kafkaio.Conn // brokers, SASL and TLS: every client is built from it
 	cl      *kgo.Client
 	adm     *kadm.Client
 }
 
-func newKafka(brokers []string) (*kafka, error) {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+func newKafka(conn *kafkaio.Conn) (*kafka, error) {
+	brokers := conn.Brokers
+	cl, err := kgo.NewClient(conn.Opts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MetadataMinAge(250*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
 	}
-	return &kafka{brokers: brokers, cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &kafka{brokers: brokers, conn: conn, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
 
 func (k *kafka) close() { k.cl.Close() }
@@ -189,11 +192,10 @@ func (k *kafka) readTail(ctx context.Context, topic string, last int64, fn func(
 	if len(assign) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(k.brokers...),
+	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 		kgo.FetchMaxWait(100*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

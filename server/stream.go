@@ -225,12 +225,11 @@ func (r *runner) start() error {
 		r.wms.SawEnd(p, ends[p])
 		assign[p] = kgo.NewOffset().At(ps.Next)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(r.srv.kafka.brokers...),
+	cl, err := kgo.NewClient(r.srv.kafka.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.readTopic: assign}),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxPartitionBytes(8<<20),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("consumer for %s: %w", r.def.Name, err)
 	}
