@@ -27,6 +27,15 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
 		return err
 	}
 	for _, e := range entries {
+		switch catalog.Kind(e.kind) {
+		case catalog.KindSource, catalog.KindStream, catalog.KindUser:
+		default:
+			// No object has this key, so none is marked failed, and no
+			// DROP could ever remove it: a warning at each start.
+			s.log.Warn("catalog record skipped: its key names no catalog object (something other than TurbineSQL wrote to the catalog topic)",
+				"topic", clog.topic, "offset", e.offset, "key", e.kind+"/"+e.name, "value", clip(e.sql, 200))
+			continue
+		}
 		if err := s.replayEntry(ctx, e); err != nil {
 			s.log.Error("catalog record skipped: it cannot be applied, so its object is marked failed (DROP it to remove the record)",
 				"topic", clog.topic, "offset", e.offset, "key", e.kind+"/"+e.name, "statement", clip(e.sql, 200), "err", err)
