@@ -20,6 +20,7 @@ type Kind string
 const (
 	KindSource Kind = "source"
 	KindStream Kind = "stream"
+	KindUser   Kind = "user"
 )
 
 // Source is a Kafka topic declared as a relation.
@@ -113,12 +114,13 @@ type Catalog struct {
 	mu      sync.RWMutex
 	sources map[string]*Source
 	streams map[string]*Stream
+	users   map[string]*User
 	log     Log
 }
 
 // New returns an empty catalog writing changes to log (nil: not persisted).
 func New(log Log) *Catalog {
-	return &Catalog{sources: map[string]*Source{}, streams: map[string]*Stream{}, log: log}
+	return &Catalog{sources: map[string]*Source{}, streams: map[string]*Stream{}, users: map[string]*User{}, log: log}
 }
 
 // ErrExists is returned when a name is taken.

@@ -48,23 +48,25 @@ func StartEmbedded(addr, dir string) (*Embedded, error) {
 // records land where Kafka's Java client would put them.
 type Client struct {
 	brokers []string
+	conn    *Conn // brokers, SASL and TLS: every client is built from it
 	cl      *kgo.Client
 	adm     *kadm.Client
 }
 
-// New connects to brokers (lazily: Ping checks they answer).
-func New(brokers []string) (*Client, error) {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+// New connects to the cluster conn describes (lazily: Ping checks it
+// answers).
+func New(conn *Conn) (*Client, error) {
+	brokers := conn.Brokers
+	cl, err := kgo.NewClient(conn.Opts(
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MetadataMinAge(250*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
 	}
-	return &Client{brokers: brokers, cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &Client{brokers: brokers, conn: conn, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
 
 // Close closes the shared clients.
@@ -208,11 +210,10 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 	if len(assign) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(k.brokers...),
+	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 		kgo.FetchMaxWait(100*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

@@ -34,12 +34,11 @@ func (k *Client) NewConsumer(topic string, assign map[int32]int64, maxPoll int) 
 	for p, o := range assign {
 		offs[p] = kgo.NewOffset().At(o)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(k.brokers...),
+	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxPartitionBytes(8<<20),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer of %s: %w", topic, err)
 	}

@@ -35,6 +35,7 @@ type conn struct {
 	portals map[string]*portal
 
 	txStatus byte
+	tls      bool // the connection was upgraded by SSLRequest
 	// ignoreTillSync is set after an error in the extended protocol: the
 	// client has already sent the rest of the batch, which must be skipped
 	// up to the next Sync.
@@ -48,17 +49,23 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	be := pgproto3.NewBackend(nc, nc)
-	be.SetMaxBodyLen(s.maxMessageSize)
-	return &conn{
+	c := &conn{
 		srv:      s,
-		nc:       nc,
-		be:       be,
 		stmts:    make(map[string]*statement),
 		portals:  make(map[string]*portal),
 		txStatus: txIdle,
 		rowBuf:   make([]byte, 0, 256),
 	}
+	c.setTransport(nc)
+	return c
+}
+
+// setTransport makes nc the connection's socket (the TCP one, or TLS on
+// top of it after SSLRequest), with a fresh protocol reader on it.
+func (c *conn) setTransport(nc net.Conn) {
+	c.nc = nc
+	c.be = pgproto3.NewBackend(nc, nc)
+	c.be.SetMaxBodyLen(c.srv.maxMessageSize)
 }
 
 // serve runs the connection to its end. Failures are the connection's own

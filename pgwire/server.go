@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,9 @@ type Server struct {
 	log            *slog.Logger
 	maxMessageSize int
 	startupTimeout time.Duration
+	scramLookup    VerifierLookup // nil: trust every user
+	tlsConfig      *tls.Config    // nil: SSLRequest is refused
+	tlsRequired    bool
 
 	// ctx is cancelled by Close so that Session calls in flight can stop.
 	ctx    context.Context

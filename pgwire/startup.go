@@ -26,8 +26,9 @@ const ServerVersionNum = "160000"
 // loop forever.
 const maxEncryptionRequests = 2
 
-// startup runs the handshake: encryption requests are refused, any user is
-// let in without a password. It returns false without error when the
+// startup runs the handshake: SSLRequest upgrades to TLS when the server
+// has a certificate (GSS encryption is always refused), and the user logs
+// in with SCRAM-SHA-256 when the server requires it, else without a password. It returns false without error when the
 // connection should just be closed (a CancelRequest).
 func (c *conn) startup() (bool, error) {
 	if err := c.nc.SetDeadline(time.Now().Add(c.srv.startupTimeout)); err != nil {
@@ -43,6 +44,15 @@ func (c *conn) startup() (bool, error) {
 			if requests >= maxEncryptionRequests {
 				return false, fmt.Errorf("too many encryption requests")
 			}
+			if _, ssl := m.(*pgproto3.SSLRequest); ssl && c.srv.tlsConfig != nil && !c.tls {
+				if _, err := c.nc.Write([]byte{'S'}); err != nil {
+					return false, fmt.Errorf("accept TLS: %w", err)
+				}
+				if err := c.startTLS(); err != nil {
+					return false, err
+				}
+				continue
+			}
 			// 'N' is a single unframed byte: no encryption, carry on in
 			// plain text with a new startup packet.
 			if _, err := c.nc.Write([]byte{'N'}); err != nil {
@@ -53,6 +63,10 @@ func (c *conn) startup() (bool, error) {
 			// connections without a reply in any case.
 			return false, nil
 		case *pgproto3.StartupMessage:
+			if c.srv.tlsRequired && !c.tls {
+				c.fatal(newWireError(codeInvalidAuthorizationSpec, "this server accepts only TLS connections: connect with sslmode=require (or verify-full)"))
+				return false, fmt.Errorf("plain-text connection refused: TLS is required")
+			}
 			if err := c.accept(m); err != nil {
 				return false, err
 			}
@@ -93,6 +107,11 @@ func (c *conn) accept(m *pgproto3.StartupMessage) error {
 		c.be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknownOptions})
 	}
 
+	if c.srv.scramLookup != nil {
+		if err := c.authenticate(user); err != nil {
+			return err
+		}
+	}
 	c.be.Send(&pgproto3.AuthenticationOk{})
 	for _, p := range [][2]string{
 		{"server_version", ServerVersion},

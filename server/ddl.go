@@ -80,6 +80,13 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "on_error %q is not valid", src.OnError).WithPos(o["on_error"].Pos).WithHint("use 'fail', 'skip' or 'dlq'")
 	}
 	src.DLQTopic = o.String("dlq_topic", src.Topic+".dlq")
+	dlq := ""
+	if _, set := o["dlq_topic"]; set || src.OnError == "dlq" {
+		dlq = src.DLQTopic
+	}
+	if err := topicOptions(o, [2]string{"topic", src.Topic}, [2]string{"dlq_topic", dlq}); err != nil {
+		return nil, err
+	}
 	if st.Watermark != nil {
 		i := src.Schema.Index(st.Watermark.Column)
 		if i < 0 {
@@ -166,6 +173,9 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "allowed_lateness cannot be negative").WithPos(o["allowed_lateness"].Pos)
 	}
 	def.Options.LateDataTopic = o.String("late_data_topic", "")
+	if err := topicOptions(o, [2]string{"topic", def.Topic}, [2]string{"late_data_topic", def.Options.LateDataTopic}); err != nil {
+		return nil, nil, err
+	}
 	p, err := planner.BuildStream(s.cat, st.Query, text, def.Options.Strategy)
 	if err != nil {
 		return nil, nil, err
@@ -365,6 +375,9 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 		_, exists = s.cat.Stream(st.Name)
 	}
 	if !exists {
+		if had, err := s.dropFailed(kind, st.Name); had || err != nil {
+			return &pgwire.Result{Tag: "DROP " + st.Kind}, err
+		}
 		if st.IfExists {
 			return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
 		}

@@ -126,13 +126,13 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 	conn := connect(ctx, t, srv)
 	defer conn.Close(ctx)
 	rep := shuffle.RepartitionTopic(srv.cfg.AppID, "tx", []string{"user_id"})
-	for _, q := range []string{
-		`CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP) WITH (topic = 'tx', partitions = 4, partition_key = 'tenant')`,
-		`CREATE SOURCE squatter (x TEXT) WITH (topic = '` + rep + `', partitions = 2)`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+	if _, err := conn.Exec(ctx, `CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP) WITH (topic = 'tx', partitions = 4, partition_key = 'tenant')`); err != nil {
+		t.Fatal(err)
+	}
+	// Someone made the hop's topic with another count (SQL cannot: it is
+	// internal).
+	if _, err := srv.kafka.EnsureTopic(ctx, rep, 2, nil); err != nil {
+		t.Fatal(err)
 	}
 	_, err := conn.Exec(ctx, `CREATE STREAM by_user WITH (strategy = 'repartition') AS SELECT user_id, COUNT(*) AS n FROM tx GROUP BY user_id`)
 	if err == nil || !strings.Contains(err.Error(), "exists with 2 partitions, not 4") || !strings.Contains(err.Error(), "22023") {

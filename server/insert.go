@@ -27,6 +27,11 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 		return nil, sql.Errorf("42809", "cannot INSERT into stream %q: streams are written by their query", st.Table)
 	}
 	src := rel.Source
+	if err := userTopic(nil, "", src.Topic); err != nil {
+		// Only a source restored from a catalog written before topics were
+		// checked can get here.
+		return nil, err
+	}
 	cols := make([]int, 0, len(src.Schema))
 	if len(st.Columns) == 0 {
 		for i := range src.Schema {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,8 +33,22 @@ type Config struct {
 	HTTPAddr  string
 	Brokers   []string // empty: run the embedded broker
 	KafkaAddr string   // embedded broker listen address
-	AppID     string
-	Logger    *slog.Logger
+	// Kafka is how to reach Brokers: SASL and TLS (its Brokers field is
+	// set from Brokers). Every Kafka client of the engine uses it.
+	Kafka  kafkaio.Conn
+	AppID  string
+	Logger *slog.Logger
+	// Auth is how pgwire clients log in: AuthTrust (the default, any user
+	// without a password) or AuthSCRAM (SCRAM-SHA-256 against the users
+	// kept in the catalog).
+	Auth string
+	// InitialPassword is the password of InitialUser, an admin, set at
+	// every start ("" leaves that user as the catalog has it).
+	InitialPassword string
+	// TLSCert and TLSKey are PEM files: with them pgwire answers
+	// SSLRequest with TLS. TLSRequired refuses plain-text clients.
+	TLSCert, TLSKey string
+	TLSRequired     bool
 	// AllowNonDivisor starts keyed streams on partition counts that do not
 	// divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1).
 	AllowNonDivisor bool
@@ -97,6 +112,11 @@ type Server struct {
 	sourceStats map[string]*sourceStats // by source name
 	dlqMu       sync.Mutex
 	dlqParts    map[string]int
+
+	clog     *catalogLog
+	replayed atomic.Bool // the catalog has been replayed (for /readyz)
+	failedMu sync.Mutex
+	failed   map[string]failedObject // catalog records replay could not apply, by key
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -107,10 +127,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AppID == "" {
 		cfg.AppID = "turbinesql"
 	}
+	if cfg.Auth == "" {
+		cfg.Auth = AuthTrust
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
-		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}}
+		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{}}
+	pgOpts, err := s.pgwireSecurity()
+	if err != nil {
+		return nil, err
+	}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -123,16 +150,23 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.Close()
 		}
 	}()
-	brokers := cfg.Brokers
-	if len(brokers) == 0 {
+	conn := cfg.Kafka
+	conn.Brokers = cfg.Brokers
+	if len(conn.Brokers) == 0 {
+		if conn.Secured() {
+			return nil, fmt.Errorf("kafka SASL/TLS settings need --brokers: the embedded broker speaks plain text on loopback")
+		}
 		b, err := kafkaio.StartEmbedded(cfg.KafkaAddr, filepath.Join(cfg.DataDir, "kafka"))
 		if err != nil {
 			return nil, err
 		}
 		s.broker = b
-		brokers = b.ListenAddrs()
+		conn.Brokers = b.ListenAddrs()
 	}
-	k, err := kafkaio.New(brokers)
+	if err := conn.Validate(); err != nil {
+		return nil, err
+	}
+	k, err := kafkaio.New(&conn)
 	if err != nil {
 		return nil, err
 	}
@@ -150,24 +184,34 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.cat = catalog.New(clog)
-	if err := s.replayCatalog(ctx, clog); err != nil {
-		return nil, err
-	}
-
-	s.pg = pgwire.NewServer(&backend{srv: s}, pgwire.WithLogger(s.log))
-	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
-		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
-	}
-	go func() { _ = s.pg.Serve(s.pgLn) }()
+	s.clog = clog
+	// HTTP first: /healthz answers and /readyz says "restoring" while the
+	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("http listen on %s: %w (pass --http-addr)", cfg.HTTPAddr, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", s.healthz)
+		mux.HandleFunc("/readyz", s.readyz)
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
+	if err := s.replayCatalog(ctx, clog); err != nil {
+		return nil, err
+	}
+	if err := s.bootstrapUser(); err != nil {
+		return nil, err
+	}
+	s.replayed.Store(true)
+
+	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log))...)
+	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
+		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
+	}
+	s.warnIfExposed(s.pgLn)
+	go func() { _ = s.pg.Serve(s.pgLn) }()
 	ok = true
 	return s, nil
 }
@@ -219,21 +263,6 @@ func (s *Server) Close() {
 	if s.broker != nil {
 		s.broker.Close()
 	}
-}
-
-// replayCatalog re-creates every object of the catalog log and restarts
-// the streams, each from its own state's position.
-func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
-	entries, err := clog.load(ctx)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if _, err := s.execDDL(ctx, e.sql, false); err != nil {
-			return fmt.Errorf("restore %s %s from the catalog: %w", e.kind, e.name, err)
-		}
-	}
-	return nil
 }
 
 // dlqPartitions caches the partition count of a dead-letter topic.

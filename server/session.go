@@ -97,7 +97,16 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 			return &pgwire.Result{Columns: textColumns(name), Rows: [][]any{{v}}, Tag: "SHOW"}, nil
 		}
 	}
-	res, err := s.srv.execute(ctx, stmt, bound)
+	if err := s.srv.authorize(s.user, stmt); err != nil {
+		return nil, err
+	}
+	var res *pgwire.Result
+	switch st := stmt.(type) {
+	case *sql.DropUser: // needs to know who asks
+		res, err = s.srv.dropUser(st, s.user)
+	default:
+		res, err = s.srv.execute(ctx, stmt, bound)
+	}
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -113,7 +122,13 @@ func classify(err error) error {
 	var exists *catalog.ErrExists
 	var notFound *catalog.ErrNotFound
 	var inUse *catalog.ErrInUse
+	var userExists *catalog.ErrUserExists
+	var noUser *catalog.ErrUserNotFound
 	switch {
+	case errors.As(err, &userExists):
+		return &sql.Error{Code: "42710", Message: err.Error(), HintMsg: "ALTER USER changes an existing user", Err: err}
+	case errors.As(err, &noUser):
+		return &sql.Error{Code: sql.CodeUndefinedObject, Message: err.Error(), HintMsg: "SHOW USERS lists the users", Err: err}
 	case errors.As(err, &exists):
 		return &sql.Error{Code: sql.CodeDuplicateObject, Message: err.Error(), HintMsg: "DROP it first or pick another name", Err: err}
 	case errors.As(err, &notFound):
@@ -154,6 +169,10 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.explain(st, text)
 	case *sql.Noop:
 		return &pgwire.Result{Tag: st.Tag}, nil
+	case *sql.CreateUser:
+		return s.createUser(st, true)
+	case *sql.AlterUser:
+		return s.alterUser(st)
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "statement %T is not supported", stmt)
 }
@@ -169,6 +188,8 @@ func (s *Server) execDDL(ctx context.Context, text string, persist bool) (*pgwir
 		return s.createSource(ctx, st, text, persist)
 	case *sql.CreateStream:
 		return s.createStream(ctx, st, text, persist)
+	case *sql.CreateUser:
+		return s.createUser(st, persist)
 	}
 	return nil, fmt.Errorf("catalog entry is not a CREATE statement: %q", text)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // With TURBINE_TEST_BROKERS set (`make test-kafka`), the slt files run
@@ -23,6 +25,19 @@ import (
 
 // testBrokers is the shared cluster, "" for an embedded broker per server.
 func testBrokers() string { return os.Getenv("TURBINE_TEST_BROKERS") }
+
+// testKafkaConn is how to reach the shared cluster: ci/kafka/run.sh points
+// the tests at a SASL_SSL listener with TURBINE_TEST_KAFKA_SASL_MECHANISM,
+// _SASL_USERNAME, _SASL_PASSWORD and _TLS_CA.
+func testKafkaConn() kafkaio.Conn {
+	return kafkaio.Conn{
+		Brokers:       strings.Split(testBrokers(), ","),
+		SASLMechanism: os.Getenv("TURBINE_TEST_KAFKA_SASL_MECHANISM"),
+		SASLUser:      os.Getenv("TURBINE_TEST_KAFKA_SASL_USERNAME"),
+		SASLPassword:  os.Getenv("TURBINE_TEST_KAFKA_SASL_PASSWORD"),
+		TLSCA:         os.Getenv("TURBINE_TEST_KAFKA_TLS_CA"),
+	}
+}
 
 // sltRunID tells this test process's app ids from an earlier run's on a
 // broker that outlives the run.
@@ -48,7 +63,11 @@ func isolateTopics(t *testing.T) {
 	// kgo answers a metadata request from its cache for MetadataMinAge
 	// (5 s by default): the listing at cleanup would repeat this one and
 	// find no topic created.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(testBrokers(), ",")...), kgo.MetadataMinAge(10*time.Millisecond))
+	conn := testKafkaConn()
+	if err := conn.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(conn.Opts(kgo.MetadataMinAge(10 * time.Millisecond))...)
 	if err != nil {
 		t.Fatalf("kafka client for %s: %v", testBrokers(), err)
 	}

@@ -28,6 +28,8 @@ func showColumns(what string) []pgwire.Column {
 	switch what {
 	case "SOURCES":
 		return textColumns(showSourceCols...)
+	case "USERS":
+		return textColumns("name", "role")
 	case "STREAMS":
 		cols := textColumns(showStreamCols...)
 		for i, n := range showStreamCols {
@@ -46,6 +48,8 @@ func showColumns(what string) []pgwire.Column {
 func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 	res := &pgwire.Result{Columns: showColumns(st.What), Tag: "SHOW"}
 	switch st.What {
+	case "USERS":
+		return s.showUsers(), nil
 	case "SOURCES":
 		for _, src := range s.cat.Sources() {
 			res.Rows = append(res.Rows, []any{src.Name, src.Topic, nullIfEmpty(src.PartitionKey), src.Format, src.OnError, src.Schema.String()})
@@ -74,6 +78,7 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 			}
 			res.Rows = append(res.Rows, row)
 		}
+		res.Rows = append(res.Rows, s.failedStreamRows()...)
 	default:
 		v, ok := settings[st.What]
 		if !ok {

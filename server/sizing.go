@@ -215,7 +215,7 @@ func sampleTail(ctx context.Context, k *kafkaio.Client, topic string, sample int
 // offline tools (turbinesql skew): fn gets each record's key and value. It
 // returns the topic's partition count.
 func SampleTopic(ctx context.Context, brokers []string, topic string, sample int, fn func(key, value []byte) error) (int, error) {
-	k, err := kafkaio.New(brokers)
+	k, err := kafkaio.New(&kafkaio.Conn{Brokers: brokers})
 	if err != nil {
 		return 0, err
 	}

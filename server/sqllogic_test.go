@@ -83,6 +83,7 @@ func startTestServer(t *testing.T, dir string) *Server {
 		// A real cluster shared by every file: each file gets its own app
 		// id and its topics are deleted when it ends (sharedbroker_test.go).
 		cfg.Brokers = strings.Split(b, ",")
+		cfg.Kafka = testKafkaConn()
 		cfg.AppID = sharedAppID(t)
 	}
 	srv, err := Start(ctx, cfg)

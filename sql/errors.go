@@ -22,6 +22,8 @@ const (
 	CodeUndefinedFunc    = "42883"
 	CodeInternal         = "XX000"
 	CodeObjectInUse      = "55006"
+	CodeInsufficientPriv = "42501"
+	CodeUndefinedObject  = "42704"
 )
 
 // Error is a user-facing error with a SQLSTATE, an optional hint saying what

@@ -110,8 +110,16 @@ func (p *stmtParser) statement() (Statement, error) {
 			return p.createSource()
 		case p.accept("STREAM"), p.accept("MATERIALIZED", "VIEW"):
 			return p.createStream()
+		case p.accept("USER"), p.accept("ROLE"):
+			return p.createUser()
 		}
-		return nil, p.errAt(p.peek(), "expected SOURCE or STREAM after CREATE")
+		return nil, p.errAt(p.peek(), "expected SOURCE, STREAM or USER after CREATE")
+	case t.Is("ALTER"):
+		p.next()
+		if p.accept("USER") || p.accept("ROLE") {
+			return p.alterUser()
+		}
+		return nil, p.errAt(p.peek(), "expected USER after ALTER")
 	case t.Is("INSERT"):
 		return p.insert()
 	case t.Is("SELECT"), t.Is("WITH"), t.Is("("):
@@ -149,6 +157,9 @@ func (p *stmtParser) statement() (Statement, error) {
 		return &Describe{Name: name}, p.atEnd()
 	case t.Is("DROP"):
 		p.next()
+		if p.accept("USER") || p.accept("ROLE") {
+			return p.dropUser()
+		}
 		k := p.next()
 		kind := strings.ToUpper(k.Text)
 		switch kind {
@@ -161,7 +172,7 @@ func (p *stmtParser) statement() (Statement, error) {
 			kind = "STREAM"
 		case "STREAM", "SOURCE":
 		default:
-			return nil, p.errAt(k, "expected STREAM or SOURCE after DROP")
+			return nil, p.errAt(k, "expected STREAM, SOURCE or USER after DROP")
 		}
 		d := &Drop{Kind: kind}
 		d.IfExists = p.accept("IF", "EXISTS")

@@ -282,7 +282,7 @@ func TestInsertPlacementAgreesWithJava(t *testing.T) {
 	}
 	topics := []string{"verify", env(t, "TURBINE_TEST_BROKERS"), fmt.Sprint(count)}
 	for _, c := range cases {
-		topic := fmt.Sprintf("turbine-insert-%s-%s", id, c.name)
+		topic := fmt.Sprintf("ci-insert-%s-%s", id, c.name)
 		topics = append(topics, topic)
 		t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
 		src := "ins_" + c.name
@@ -306,7 +306,7 @@ func TestInsertPlacementAgreesWithJava(t *testing.T) {
 	}
 	// Unique BIGINT keys, one row each: the upsert stream writes each group
 	// once, keyed by its decimal text, on 24 partitions.
-	up := fmt.Sprintf("turbine-upsert-%s", id)
+	up := fmt.Sprintf("ci-upsert-%s", id)
 	topics = append(topics, up)
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), up) })
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE STREAM up_bigint WITH (topic = '%s', partitions = 24) AS SELECT k, COUNT(*) AS n FROM ins_bigint GROUP BY k", up)); err != nil {

@@ -9,7 +9,11 @@
 #      (records the Java producer places vs TurbineSQL's murmur2, and records
 #      TurbineSQL's INSERT places vs the Java client's partitioner);
 #   2. the sqllogictest suite (server.TestSQLLogic) and the server tests of
-#      hops, keyed output and recovery against that broker.
+#      hops, keyed output and recovery against that broker, through its
+#      SASL_SSL listener (SCRAM-SHA-256 user, certificate signed by a CA this
+#      script makes with openssl and checks with keytool);
+#   3. a session of the built binary (psql over pgwire) with Kafka reached
+#      through the same SASL_SSL listener, configured by flags and env.
 # The broker is stopped and its directory removed on exit. A broker that does
 # not start fails the run with the tail of its log: never a silent skip.
 set -euo pipefail
@@ -18,7 +22,7 @@ ROOT=$PWD
 HERE=$ROOT/ci/kafka
 GO=${GO:-go}
 
-for tool in java mvn "$GO"; do
+for tool in java mvn openssl keytool psql "$GO"; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "test-kafka: $tool is required" >&2
     exit 1
@@ -41,12 +45,18 @@ KAFKA_VERSION=${KAFKA_JAR##*/kafka_2.13-}
 KAFKA_VERSION=${KAFKA_VERSION%.jar}
 echo "test-kafka: Apache Kafka $KAFKA_VERSION ($(java -version 2>&1 | head -1))"
 
-# 2. A single-node KRaft cluster on two free loopback ports.
+# 2. A single-node KRaft cluster on three free loopback ports: PLAINTEXT,
+# SASL_SSL and the controller.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/turbinesql-kafka.XXXXXX")
 LOG=$WORK/broker.log
 BROKER_PID=
+SERVE_PID=
 cleanup() {
   rc=$?
+  if [ -n "$SERVE_PID" ] && kill -0 "$SERVE_PID" 2>/dev/null; then
+    kill "$SERVE_PID" 2>/dev/null || true
+    wait "$SERVE_PID" 2>/dev/null || true
+  fi
   if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
     kill "$BROKER_PID" 2>/dev/null || true
     for _ in $(seq 1 60); do
@@ -84,23 +94,52 @@ free_port() {
   echo "test-kafka: no free loopback port found" >&2
   return 1
 }
+# A throwaway CA and a broker certificate for 127.0.0.1 it signed, in a
+# PKCS12 keystore for the SASL_SSL listener.
+TLSDIR=$WORK/tls
+KS_PASS=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+mkdir -p "$TLSDIR"
+(
+  cd "$TLSDIR"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=turbinesql-ci-ca" \
+    -keyout ca.key -out ca.pem 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+    -extfile san.ext -out broker.pem 2>/dev/null
+  openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+    -out broker.p12 -passout "pass:$KS_PASS"
+  keytool -list -keystore broker.p12 -storetype PKCS12 -storepass "$KS_PASS" >/dev/null
+)
+echo "test-kafka: made a CA and a broker certificate for the SASL_SSL listener in $TLSDIR"
+SCRAM_USER=turbinesql-ci
+SCRAM_PASS=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+
 # start_broker picks ports, formats a fresh data dir and starts the broker;
 # it fails when the broker does not become ready.
 start_broker() {
 rm -rf "$WORK/data"
 PORT=${KAFKA_PORT:-$(free_port)}
 CPORT=$(free_port "$PORT")
+SPORT=$(free_port "$CPORT")
 BROKERS=127.0.0.1:$PORT
+SASL_BROKERS=127.0.0.1:$SPORT
 
 cat >"$WORK/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CPORT
-listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+listeners=PLAINTEXT://127.0.0.1:$PORT,SASL_SSL://127.0.0.1:$SPORT,CONTROLLER://127.0.0.1:$CPORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT,SASL_SSL://127.0.0.1:$SPORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLSDIR/broker.p12
+ssl.keystore.password=$KS_PASS
+ssl.key.password=$KS_PASS
 log.dirs=$WORK/data
 num.partitions=1
 default.replication.factor=1
@@ -146,7 +185,12 @@ fi
 echo "test-kafka: starting kafka.Kafka on $BROKERS (controller on 127.0.0.1:$CPORT)"
 java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.Kafka "$WORK/server.properties" >>"$LOG" 2>&1 &
 BROKER_PID=$!
-"$GO" run ./ci/kafka/kafkaready -brokers "$BROKERS" -pid "$BROKER_PID" -timeout 120s
+KAFKAREADY_SCRAM_PASSWORD=$SCRAM_PASS "$GO" run ./ci/kafka/kafkaready -brokers "$BROKERS" -pid "$BROKER_PID" -timeout 120s \
+  -add-scram-user "$SCRAM_USER" || return 1
+# The credential reaches the SASL listener through the metadata log: wait
+# until a client gets in the way the engine will.
+KAFKAREADY_SASL_PASSWORD=$SCRAM_PASS "$GO" run ./ci/kafka/kafkaready -brokers "$SASL_BROKERS" -pid "$BROKER_PID" -timeout 60s \
+  -sasl-mechanism SCRAM-SHA-256 -sasl-username "$SCRAM_USER" -tls-ca "$TLSDIR/ca.pem"
 }
 
 
@@ -170,12 +214,59 @@ for attempt in 1 2 3; do
   exit 1
 done
 
-# 3. The tests.
-export TURBINE_TEST_BROKERS=$BROKERS KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
+# 3. The tests. Placement compares with the Java client over PLAINTEXT;
+# the engine's tests reach Kafka through the SASL_SSL listener.
+export KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
 start=$(date +%s)
-"$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
+TURBINE_TEST_BROKERS=$BROKERS "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
 mid=$(date +%s)
+TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-256 \
+TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
+TURBINE_TEST_KAFKA_TLS_CA=$TLSDIR/ca.pem \
 "$GO" test -count=1 -v -timeout 20m \
   -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart' ./server/
 end=$(date +%s)
-echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, sqllogictest suite $((end - mid))s"
+
+# 4. The binary as an operator runs it: Kafka over SASL_SSL from flags and
+# TURBINE_KAFKA_SASL_PASSWORD, SQL clients with SCRAM from TURBINE_PASSWORD.
+"$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
+PG_PORT=$(free_port)
+HTTP_PORT=$(free_port "$PG_PORT")
+TURBINE_KAFKA_SASL_PASSWORD=$SCRAM_PASS TURBINE_PASSWORD=ci-admin-pw \
+"$WORK/turbinesql" serve --brokers "$SASL_BROKERS" --app-id "ci-serve-$$" \
+  --kafka-sasl-mechanism SCRAM-SHA-256 --kafka-sasl-username "$SCRAM_USER" --kafka-tls-ca "$TLSDIR/ca.pem" \
+  --auth scram --pg-addr "127.0.0.1:$PG_PORT" --http-addr "127.0.0.1:$HTTP_PORT" \
+  --data-dir "$WORK/serve" --log-format json >"$WORK/serve.out" 2>"$WORK/serve.log" &
+SERVE_PID=$!
+for _ in $(seq 1 120); do
+  if curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$SERVE_PID" 2>/dev/null; then
+    cat "$WORK/serve.log" >&2
+    echo "test-kafka: turbinesql serve exited" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+got=$(PGPASSWORD=ci-admin-pw psql -X -q -A -t -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U turbine turbine <<'SQL'
+CREATE SOURCE ci_ev (k TEXT, n BIGINT) WITH (topic = 'ci_ev', partitions = 2, partition_key = 'k');
+CREATE STREAM ci_big WITH (topic = 'ci_big') AS SELECT k, n FROM ci_ev WHERE n > 1;
+INSERT INTO ci_ev VALUES ('a', 1), ('a', 2), ('b', 5);
+FLUSH;
+SELECT k, n FROM ci_big ORDER BY k, n;
+SQL
+)
+want=$'a|2\nb|5'
+if [ "$got" != "$want" ]; then
+  echo "test-kafka: session over SASL_SSL returned [$got], want [$want]; server log:" >&2
+  tail -n 40 "$WORK/serve.log" >&2
+  exit 1
+fi
+if PGPASSWORD=wrong psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U turbine turbine -c 'SELECT 1' >/dev/null 2>&1; then
+  echo "test-kafka: a wrong password logged in" >&2
+  exit 1
+fi
+kill "$SERVE_PID"
+wait "$SERVE_PID" || true
+SERVE_PID=
+fin=$(date +%s)
+echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s"

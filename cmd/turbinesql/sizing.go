@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -212,12 +211,13 @@ func jsonKey(value []byte, fields []string) (key []byte, ok bool) {
 }
 
 // runTool runs a tool command and exits non-zero on failure.
-func runTool(name string, fn func([]string, io.Writer) error, args []string) {
-	if err := fn(args, os.Stdout); err != nil {
+func runTool(name string, fn func([]string, io.Writer) error, args []string, stdout, stderr io.Writer) int {
+	if err := fn(args, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
+			return 0
 		}
-		fmt.Fprintf(os.Stderr, "turbinesql %s: %v\n", name, err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "turbinesql %s: %v\n", name, err)
+		return 1
 	}
+	return 0
 }

@@ -33,6 +33,8 @@ func TestDependencyDirection(t *testing.T) {
 		// The runtime never sees the server: it gets what it needs through
 		// its own small interfaces.
 		{[]string{"dataflow", "kafkaio"}, []string{mod + "server", mod + "pgwire", mod + "cmd/"}},
+		// Connection settings and config loading know nothing of the engine.
+		{[]string{"kafkaio", "config"}, []string{mod + "server", mod + "pgwire", mod + "planner", mod + "sql", mod + "catalog", mod + "cmd/"}},
 	}
 	checked := 0
 	for _, r := range rules {

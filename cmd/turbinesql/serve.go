@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/turbinesql/turbinesql/config"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/server"
+)
+
+const serveHelp = `usage: turbinesql serve [flags]
+
+Every flag can also be given as an environment variable (TURBINE_ and the
+flag's name in capitals, dashes as underscores: --pg-addr is TURBINE_PG_ADDR)
+or as a key of the --config file (TOML, or YAML when it ends in .yaml/.yml;
+keys are the flag names). Precedence: flag > environment > config file >
+default. Secrets: TURBINE_PASSWORD is the password of the user turbine and
+TURBINE_KAFKA_SASL_PASSWORD the Kafka SASL password, or give files with
+--password-file and --kafka-sasl-password-file.
+
+flags:`
+
+// serveFlags are the flags of `serve`, bound to one place each.
+type serveFlags struct {
+	fs                                         *flag.FlagSet
+	configFile                                 string
+	dataDir, pgAddr, httpAddr, brokers         string
+	kafkaAddr, appID, logLevel, logFormat      string
+	auth, passwordFile, tlsCert, tlsKey        string
+	tlsRequired                                bool
+	commitEvery                                time.Duration
+	saslMech, saslUser, saslPassFile           string
+	kafkaTLS                                   bool
+	kafkaCA, kafkaCert, kafkaKey, kafkaTLSName string
+}
+
+func newServeFlags() *serveFlags {
+	f := &serveFlags{fs: flag.NewFlagSet("serve", flag.ContinueOnError)}
+	fs := f.fs
+	fs.StringVar(&f.configFile, "config", "", "config file (TOML, or YAML if it ends in .yaml/.yml) whose keys are these flags")
+	fs.StringVar(&f.dataDir, "data-dir", "./turbinesql-data", "where state, the catalog and the embedded broker's topics live")
+	fs.StringVar(&f.pgAddr, "pg-addr", "127.0.0.1:5433", "PostgreSQL wire protocol listen address")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9464", "HTTP listen address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&f.brokers, "brokers", "", "comma-separated Kafka bootstrap brokers; empty runs the embedded broker")
+	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:19092", "listen address of the embedded broker")
+	fs.StringVar(&f.appID, "app-id", "turbinesql", "application id: names internal topics and the catalog topic")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
+		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.StringVar(&f.auth, "auth", server.AuthTrust, "how SQL clients log in: trust (any user, no password; keep it on loopback) or scram (SCRAM-SHA-256)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the password of the admin user turbine (or set TURBINE_PASSWORD)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) for TLS on the SQL port")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.BoolVar(&f.tlsRequired, "tls-required", false, "refuse SQL clients that do not use TLS")
+	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fs.StringVar(&f.saslUser, "kafka-sasl-username", "", "Kafka SASL user name")
+	fs.StringVar(&f.saslPassFile, "kafka-sasl-password-file", "", "file holding the Kafka SASL password (or set TURBINE_KAFKA_SASL_PASSWORD)")
+	fs.BoolVar(&f.kafkaTLS, "kafka-tls", false, "connect to the brokers over TLS (implied by the other --kafka-tls-* flags)")
+	fs.StringVar(&f.kafkaCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots)")
+	fs.StringVar(&f.kafkaCert, "kafka-tls-cert", "", "PEM client certificate for mTLS to the brokers")
+	fs.StringVar(&f.kafkaKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
+	fs.StringVar(&f.kafkaTLSName, "kafka-tls-server-name", "", "name to verify the brokers' certificates against (default: each broker's host)")
+	return f
+}
+
+// serve runs the engine until ctx ends; it returns the exit code.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
+	f := newServeFlags()
+	f.fs.SetOutput(io.Discard) // usage is printed below, to the right stream
+	cfg, err := f.load(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, serveHelp)
+		f.fs.SetOutput(stdout)
+		f.fs.PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "turbinesql serve:", err)
+		fmt.Fprintln(stderr, "(turbinesql serve --help lists the flags)")
+		return 2
+	}
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "turbinesql:", err)
+		return 1
+	}
+	kafkaDesc := "embedded broker on " + strings.Join(srv.KafkaAddrs(), ",")
+	if !srv.Embedded() {
+		kafkaDesc = "Kafka at " + strings.Join(srv.KafkaAddrs(), ",")
+	}
+	fmt.Fprintf(stdout, "TurbineSQL %s\n  pgwire:  %s   (psql -h %s -p %s -U turbine turbine)\n  http:    http://%s/metrics /healthz /readyz\n  kafka:   %s\n  data:    %s\n",
+		version, srv.PGAddr(), hostOf(srv.PGAddr()), portOf(srv.PGAddr()), srv.HTTPAddr(), kafkaDesc, cfg.DataDir)
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "shutting down: finishing in-flight batches and persisting state")
+	srv.Close()
+	return 0
+}
+
+// load reads the flags from their four sources and checks them, naming
+// the key, where its value came from and what is accepted.
+func (f *serveFlags) load(args []string, getenv func(string) (string, bool), logOut io.Writer) (server.Config, error) {
+	src, err := config.Load(f.fs, args, getenv, "config")
+	if err != nil {
+		return server.Config{}, err
+	}
+	var cfg server.Config
+	lvlName, err := config.OneOf(src, "log-level", f.logLevel, "debug", "info", "warn", "error")
+	if err != nil {
+		return cfg, err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(lvlName)); err != nil {
+		return cfg, fmt.Errorf("log-level: %w", err)
+	}
+	format, err := config.OneOf(src, "log-format", f.logFormat, "text", "json")
+	if err != nil {
+		return cfg, err
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	log := slog.New(slog.NewTextHandler(logOut, opts))
+	if format == "json" {
+		log = slog.New(slog.NewJSONHandler(logOut, opts))
+	}
+	auth, err := config.OneOf(src, "auth", f.auth, server.AuthTrust, server.AuthSCRAM)
+	if err != nil {
+		return cfg, err
+	}
+	mech, err := config.OneOf(src, "kafka-sasl-mechanism", f.saslMech, append([]string{""}, kafkaio.Mechanisms...)...)
+	if err != nil {
+		return cfg, err
+	}
+	password, err := secret(src, getenv, "password-file", f.passwordFile, "TURBINE_PASSWORD")
+	if err != nil {
+		return cfg, err
+	}
+	saslPass, err := secret(src, getenv, "kafka-sasl-password-file", f.saslPassFile, "TURBINE_KAFKA_SASL_PASSWORD")
+	if err != nil {
+		return cfg, err
+	}
+	allow, _ := getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS")
+	cfg = server.Config{
+		DataDir: f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
+		CommitInterval:  f.commitEvery,
+		AllowNonDivisor: allow == "1",
+		Auth:            auth, InitialPassword: password,
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSRequired: f.tlsRequired,
+		Kafka: kafkaio.Conn{
+			SASLMechanism: mech, SASLUser: f.saslUser, SASLPassword: saslPass,
+			TLS: f.kafkaTLS, TLSCA: f.kafkaCA, TLSCert: f.kafkaCert, TLSKey: f.kafkaKey, TLSServerName: f.kafkaTLSName,
+		},
+	}
+	for _, b := range strings.Split(f.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Brokers = append(cfg.Brokers, b)
+		}
+	}
+	return cfg, nil
+}
+
+// secret is a password given either as a file (the flag fileKey, from any
+// source) or in the environment variable envName. The stronger source
+// wins, as for any flag: a --password-file flag beats TURBINE_PASSWORD,
+// which beats a password-file key of the config file. One trailing newline
+// of the file is dropped (echo adds it).
+func secret(src config.Sources, getenv func(string) (string, bool), fileKey, path, envName string) (string, error) {
+	env, hasEnv := getenv(envName)
+	fileFrom := src.Of(fileKey)
+	useFile := path != "" && (!hasEnv || strings.HasPrefix(fileFrom, "flag"))
+	if path != "" && hasEnv && strings.HasPrefix(fileFrom, "environment") {
+		return "", fmt.Errorf("%s and %s are both set: set one", envName, config.EnvName(fileKey))
+	}
+	if !useFile {
+		return env, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s (from %s): %w", fileKey, fileFrom, err)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if s == "" {
+		return "", fmt.Errorf("%s (from %s): %s is empty", fileKey, fileFrom, path)
+	}
+	return s, nil
+}
