@@ -1,0 +1,468 @@
+package dataflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// These tests drive each operator alone, as a task would: batches in,
+// watermarks in, commits, and what it produced read back.
+
+// memOut collects what operators produce.
+type memOut struct{ recs []*kafkaio.Record }
+
+func (m *memOut) Produce(_ context.Context, r *kafkaio.Record) { m.recs = append(m.recs, r) }
+
+func (m *memOut) take() []*kafkaio.Record {
+	out := m.recs
+	m.recs = nil
+	return out
+}
+
+// rig is one task's environment over a real Pebble store.
+type rig struct {
+	t     *testing.T
+	store *state.Store
+	out   *memOut
+	env   *Env
+	ops   []Op
+	task  *task
+	now   time.Time
+}
+
+func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *rig {
+	t.Helper()
+	if store == nil {
+		var err error
+		if store, err = state.Open(t.TempDir(), nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+	}
+	r := &rig{t: t, store: store, out: &memOut{}, ops: ops, now: time.Unix(1000, 0)}
+	metas, err := store.Partitions("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.env = &Env{Name: "s", Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
+		Metrics: NewMetrics(prometheus.NewRegistry()), Stats: &Stats{}, Now: func() time.Time { return r.now },
+		Log: slog.New(slog.DiscardHandler)}
+	r.task = &task{ops: ops}
+	for _, op := range ops {
+		if err := op.Open(context.Background(), r.env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// feed pushes records through the chain.
+func (r *rig) feed(recs []*kafkaio.Record) {
+	r.t.Helper()
+	if err := r.task.push(context.Background(), 0, &Batch{Partition: r.env.Partition, Recs: recs}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// watermark gives every operator the watermark, as a commit does.
+func (r *rig) watermark(wm int64, flush bool) {
+	r.t.Helper()
+	w := Watermark{WM: wm, Has: true, Flush: flush, Idle: flush, Now: r.now}
+	for i, op := range r.ops {
+		out, err := op.OnWatermark(context.Background(), w)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if err := r.task.push(context.Background(), i+1, out); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// commit writes the operators' state, as the task's commit does.
+func (r *rig) commit(next int64) *Commit {
+	r.t.Helper()
+	c := &Commit{State: r.store.NewBatch("s"), Offset: next}
+	defer c.State.Close()
+	for _, op := range r.ops {
+		if err := op.Commit(context.Background(), c); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	meta := state.PartitionMeta{Offset: c.Offset, Closed: c.Closed, HasClosed: c.HasClosed, Applied: c.Applied}
+	if err := c.State.PutPartition(r.env.Partition, meta); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := c.State.Commit(); err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+var evSource = &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: "fail",
+	Schema:    types.Schema{{Name: "k", Type: types.Text}, {Name: "u", Type: types.Text}, {Name: "v", Type: types.Int}, {Name: "ts", Type: types.Timestamp}},
+	Watermark: &catalog.Watermark{Column: "ts"}}
+
+func evRelation(src *catalog.Source) *catalog.Relation {
+	return &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, PartitionKey: src.PartitionKey, Watermark: src.Watermark, Source: src}
+}
+
+type resolver map[string]*catalog.Relation
+
+func (r resolver) Relation(name string) (*catalog.Relation, bool) { rel, ok := r[name]; return rel, ok }
+
+// planOf plans a CREATE STREAM over evSource.
+func planOf(t *testing.T, text, strategy string) *planner.Plan {
+	t.Helper()
+	stmt, err := sql.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := stmt.(*sql.CreateStream)
+	p, err := planner.BuildStream(resolver{"ev": evRelation(evSource)}, cs.Query, text, strategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ev makes records of partition p from (k, u, v, second) rows, at
+// offsets from off.
+func ev(p int32, off int64, rows ...string) []*kafkaio.Record {
+	var out []*kafkaio.Record
+	for i, row := range rows {
+		f := strings.Split(row, ",")
+		var v, sec int64
+		fmt.Sscan(f[2], &v)
+		fmt.Sscan(f[3], &sec)
+		val, _ := json.Marshal(map[string]any{"k": f[0], "u": f[1], "v": v, "ts": sec * 1000})
+		out = append(out, &kafkaio.Record{Topic: "ev", Partition: p, Offset: off + int64(i), Key: []byte(f[0]), Value: val})
+	}
+	return out
+}
+
+// values decodes produced JSON values.
+func values(t *testing.T, recs []*kafkaio.Record) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, r := range recs {
+		var m map[string]any
+		if err := json.Unmarshal(r.Value, &m); err != nil {
+			t.Fatalf("%s: %v", r.Value, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+const tumbleSQL = `CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+	FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`
+
+func aggChain(p *planner.Plan, late string, emitEvery time.Duration) []Op {
+	schema := p.Output
+	if emitEvery > 0 {
+		schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
+	}
+	return []Op{
+		&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, CountIn: true, DLQ: func(context.Context, string) int { return 1 }},
+		&HashAgg{Plan: p, LateDataTopic: late, EmitEvery: emitEvery, DLQ: func(context.Context, string) int { return 1 }},
+		&Project{Filter: p.Having, Exprs: p.Project, AddFinal: emitEvery > 0},
+		&Sink{Topic: "out", Partitions: 4, Schema: schema},
+	}
+}
+
+func TestSourceOnError(t *testing.T) {
+	bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
+	for _, policy := range []string{"fail", "skip", "dlq"} {
+		src := *evSource
+		src.OnError, src.DLQTopic = policy, "ev.dlq"
+		op := &Source{Input: evRelation(&src), TimeIdx: 3, CountIn: true, DLQ: func(context.Context, string) int { return 1 }}
+		r := newRig(t, nil, 0, 1, op)
+		recs := append(ev(0, 0, "a,x,1,5", "b,y,2,7"), bad)
+		out, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: recs})
+		switch policy {
+		case "fail":
+			if err == nil || !strings.Contains(err.Error(), "ev/0 offset 2") {
+				t.Fatalf("fail: %v, want an error naming ev/0 offset 2", err)
+			}
+			continue
+		case "skip":
+			if r.env.Stats.Skipped.Load() != 1 || len(r.out.recs) != 0 {
+				t.Fatalf("skip: skipped %d, produced %d", r.env.Stats.Skipped.Load(), len(r.out.recs))
+			}
+		case "dlq":
+			dl := r.out.take()
+			if len(dl) != 1 || dl[0].Topic != "ev.dlq" || string(dl[0].Value) != string(bad.Value) || r.env.Stats.DLQ.Load() != 1 {
+				t.Fatalf("dlq: %d dead letters %+v", len(dl), dl)
+			}
+		}
+		if err != nil || out.Data.N != 2 || !out.HasTime || out.MaxTime != 7000 || r.env.Stats.In.Load() != 3 {
+			t.Fatalf("%s: %v, %d rows, max time %d/%v", policy, err, out.Data.N, out.MaxTime, out.HasTime)
+		}
+	}
+}
+
+func TestHashAggClosesOnWatermark(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	r := newRig(t, nil, 0, 1, aggChain(p, "", 0)...)
+	r.feed(ev(0, 0, "a,x,1,1", "a,x,2,9", "b,x,5,3", "a,x,7,12"))
+	r.watermark(9_000, false)
+	if got := r.out.take(); len(got) != 0 {
+		t.Fatalf("window [0,10) closed at watermark 9 s: %v", values(t, got))
+	}
+	r.watermark(10_000, false)
+	got := values(t, r.out.take())
+	if len(got) != 2 || got[0]["n"].(float64)+got[1]["n"].(float64) != 3 {
+		t.Fatalf("panes at 10 s: %v", got)
+	}
+	// A row for a closed window is late: dropped and counted.
+	r.feed(ev(0, 4, "a,x,1,2"))
+	if r.env.Stats.Late.Load() != 1 {
+		t.Fatalf("late rows %d, want 1", r.env.Stats.Late.Load())
+	}
+	r.watermark(10_000, false)
+	if got := r.out.take(); len(got) != 0 {
+		t.Fatalf("a late row made a pane: %v", values(t, got))
+	}
+}
+
+func TestHashAggRestoresItsGroups(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	store, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	keys := map[int32][]string{}
+	for i := 0; len(keys[0]) < 2 || len(keys[1]) < 2; i++ {
+		k := fmt.Sprintf("key%d", i)
+		q := state.PartitionFor([]byte(k), 2)
+		keys[q] = append(keys[q], k)
+	}
+	// Two tasks of a 2-partition input write their own groups.
+	for q := int32(0); q < 2; q++ {
+		r := newRig(t, store, q, 2, aggChain(p, "", 0)...)
+		r.feed(ev(q, 0, keys[q][0]+",x,1,1", keys[q][1]+",x,2,2"))
+		r.watermark(5_000, false)
+		r.commit(2)
+	}
+	// Restarted, task 1 restores only its own groups, and its window
+	// closes with the restored counts.
+	r := newRig(t, store, 1, 2, aggChain(p, "", 0)...)
+	if r.env.Restored.Offset != 2 || !r.env.Restored.HasClosed || r.env.Restored.Closed != 5_000 {
+		t.Fatalf("restored %+v", r.env.Restored)
+	}
+	r.feed(ev(1, 2, keys[1][0]+",x,10,3"))
+	r.watermark(20_000, false)
+	got := values(t, r.out.take())
+	if len(got) != 2 {
+		t.Fatalf("task 1 emitted %v, want its 2 keys only", got)
+	}
+	for _, m := range got {
+		if m["k"] == keys[1][0] && (m["n"].(float64) != 2 || m["total"].(float64) != 11) {
+			t.Fatalf("pane %v, want n 2 total 11", m)
+		}
+	}
+}
+
+func TestHashAggLateRowsRouted(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	r := newRig(t, nil, 0, 1, aggChain(p, "late", 0)...)
+	r.feed(ev(0, 0, "a,x,1,1"))
+	r.watermark(15_000, false)
+	r.out.take()
+	r.feed(ev(0, 1, "a,x,1,3"))
+	got := r.out.take()
+	if len(got) != 1 || got[0].Topic != "late" {
+		t.Fatalf("late routing produced %+v", got)
+	}
+	h := map[string]string{}
+	for _, x := range got[0].Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if h["turbine.window"] != "1970-01-01 00:00:00/1970-01-01 00:00:10" || h["turbine.source.offset"] != "1" || h["turbine.stream"] != "s" {
+		t.Fatalf("late headers %v", h)
+	}
+}
+
+func TestHashAggEarlyFires(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	r := newRig(t, nil, 0, 1, aggChain(p, "", time.Second)...)
+	agg := r.ops[1].(*HashAgg)
+	r.feed(ev(0, 0, "a,x,1,1"))
+	if agg.Due(r.now) {
+		t.Fatal("an early fire is due at once")
+	}
+	r.now = r.now.Add(time.Second)
+	if !agg.Due(r.now) {
+		t.Fatal("no early fire due after the interval")
+	}
+	r.watermark(0, false)
+	got := values(t, r.out.take())
+	if len(got) != 1 || got[0]["is_final"] != false || got[0]["n"].(float64) != 1 {
+		t.Fatalf("early fire %v", got)
+	}
+	r.watermark(10_000, false)
+	got = values(t, r.out.take())
+	if len(got) != 1 || got[0]["is_final"] != true {
+		t.Fatalf("final pane %v", got)
+	}
+}
+
+func TestHashAggUpsert(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT k, SUM(v) AS total FROM ev GROUP BY k HAVING SUM(v) > 2`, "auto")
+	ops := []Op{&Source{Input: p.Input, TimeIdx: -1}, &HashAgg{Plan: p}, &Project{Filter: p.Having, Exprs: p.Project},
+		&Sink{Topic: "out", Partitions: 3, Schema: p.Output}}
+	r := newRig(t, nil, 0, 1, ops...)
+	r.feed(ev(0, 0, "a,x,1,1", "b,x,5,1", "a,x,1,2"))
+	r.watermark(0, false)
+	got := r.out.take()
+	if len(got) != 1 || string(got[0].Key) != "b" || got[0].Partition != state.PartitionFor([]byte("b"), 3) {
+		t.Fatalf("upsert output %+v", got)
+	}
+	r.commit(3)
+	r.feed(ev(0, 3, "a,x,1,3"))
+	r.watermark(0, false)
+	got = r.out.take()
+	if len(got) != 1 || string(got[0].Key) != "a" || values(t, got)[0]["total"].(float64) != 3 {
+		t.Fatalf("changed group a: %+v", got)
+	}
+}
+
+func TestSinkPlacement(t *testing.T) {
+	schema := types.Schema{{Name: "k", Type: types.Text}, {Name: "n", Type: types.Int}}
+	for _, mk := range []string{"", "k"} {
+		op := &Sink{Topic: "out", Partitions: 5, Schema: schema, MessageKey: mk}
+		r := newRig(t, nil, 2, 4, op)
+		rows := [][]any{{"a", int64(1)}, {nil, int64(2)}, {"c", int64(3)}}
+		keys := [][]byte{[]byte("z"), nil, nil}
+		if _, err := op.Process(context.Background(), &Batch{Rows: rows, Keys: keys}); err != nil {
+			t.Fatal(err)
+		}
+		got := r.out.take()
+		want := []string{"z", "", ""}
+		if mk == "k" {
+			want = []string{"a", "", "c"}
+		}
+		for i, rec := range got {
+			if string(rec.Key) != want[i] {
+				t.Fatalf("message_key %q row %d: key %q, want %q", mk, i, rec.Key, want[i])
+			}
+			if want[i] != "" && rec.Partition != state.PartitionFor(rec.Key, 5) {
+				t.Fatalf("row %d on partition %d, murmur2 says %d", i, rec.Partition, state.PartitionFor(rec.Key, 5))
+			}
+		}
+		if r.env.Stats.Out.Load() != 3 {
+			t.Fatalf("records_out %d", r.env.Stats.Out.Load())
+		}
+	}
+}
+
+func TestExchangeRekeysAndMarks(t *testing.T) {
+	src := *evSource
+	ops := []Op{&Source{Input: evRelation(&src), TimeIdx: 3}, &Exchange{Topic: "rep", Partitions: 4, Col: 1}}
+	r := newRig(t, nil, 1, 2, ops...)
+	in := ev(1, 0, "a,u1,1,1", "b,u2,2,2")
+	in = append(in, &kafkaio.Record{Topic: "ev", Partition: 1, Offset: 2, Value: []byte(`{"k": "c", "u": null, "v": 3, "ts": 3000}`)})
+	r.feed(in)
+	got := r.out.take()
+	if len(got) != 3 {
+		t.Fatalf("%d records re-emitted", len(got))
+	}
+	for i, rec := range got[:2] {
+		if string(rec.Value) != string(in[i].Value) || rec.Partition != state.PartitionFor(rec.Key, 4) || string(rec.Key) != []string{"u1", "u2"}[i] {
+			t.Fatalf("record %d re-emitted as %+v", i, rec)
+		}
+	}
+	if got[2].Key != nil || got[2].Partition != 0 {
+		t.Fatalf("a NULL key goes unkeyed to partition 0: %+v", got[2])
+	}
+	r.watermark(2_000, false)
+	marks := r.out.take()
+	if len(marks) != 4 {
+		t.Fatalf("%d markers, want one per internal partition", len(marks))
+	}
+	for q, m := range marks {
+		v, ok := markerOf(m)
+		mk, err := shuffle.DecodeMarker(v)
+		if !ok || err != nil || int(m.Partition) != q || mk.Source != 1 || mk.MaxTime != 2_000 || !mk.HasTime {
+			t.Fatalf("marker %d: %+v %+v", q, m, mk)
+		}
+	}
+}
+
+func TestPartialAggShipsAndMerges(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 2})
+	pre.feed(ev(0, 0, "a,u1,1,1", "b,u1,2,2", "c,u2,3,12"))
+	c := pre.commit(3)
+	if c.Offset != 0 || c.Applied != 3 {
+		t.Fatalf("restart offset %d (applied %d): the unshipped windows' rows must be read again", c.Offset, c.Applied)
+	}
+	pre.watermark(10_000, false)
+	shipped := pre.out.take()
+	var partials, marks []*kafkaio.Record
+	for _, rec := range shipped {
+		if _, ok := markerOf(rec); ok {
+			marks = append(marks, rec)
+		} else {
+			partials = append(partials, rec)
+		}
+	}
+	if len(partials) != 1 || len(marks) != 2 {
+		t.Fatalf("%d partials and %d markers, want u1's [0,10) and a marker per internal partition", len(partials), len(marks))
+	}
+	if c := pre.commit(3); c.Offset != 2 {
+		t.Fatalf("restart offset %d after shipping [0,10): want 2, u2's row in [10,20)", c.Offset)
+	}
+	// The merge side: the partial, then markers; a redelivered partial
+	// after the close is dropped and counted.
+	q := partials[0].Partition
+	merge := newRig(t, nil, q, 2, &Markers{Sources: 1}, &HashAgg{Plan: p, Merge: true},
+		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
+	for i, rec := range append(partials, marks[q]) {
+		rec.Offset = int64(i)
+	}
+	merge.feed(append(partials, marks[q]))
+	wm, ok := merge.ops[0].(*Markers).Time()
+	if !ok || wm != 10_000 {
+		t.Fatalf("merge watermark %d/%v", wm, ok)
+	}
+	merge.watermark(wm, false)
+	got := values(t, merge.out.take())
+	if len(got) != 1 || got[0]["u"] != "u1" || got[0]["n"].(float64) != 2 || got[0]["total"].(float64) != 3 {
+		t.Fatalf("merged panes %v", got)
+	}
+	merge.feed(partials)
+	merge.watermark(wm, false)
+	if got := merge.out.take(); len(got) != 0 || merge.env.Stats.Late.Load() != 1 {
+		t.Fatalf("a redelivered partial: %d panes, %d late", len(got), merge.env.Stats.Late.Load())
+	}
+}
+
+func TestProjectFiltersKeysAlong(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT k, v * 2 AS dbl FROM ev WHERE v > 1`, "auto")
+	r := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: -1}, &Project{Filter: p.Filter, Exprs: p.Project},
+		&Sink{Topic: "out", Partitions: 1, Schema: p.Output})
+	r.feed(ev(0, 0, "a,x,1,1", "b,x,2,1", "c,x,3,1"))
+	got := values(t, r.out.take())
+	if len(got) != 2 || got[0]["dbl"].(float64) != 4 || got[1]["dbl"].(float64) != 6 {
+		t.Fatalf("projected %v", got)
+	}
+}
