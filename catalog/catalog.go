@@ -166,6 +166,23 @@ func (c *Catalog) AddSource(s *Source, persist bool) error {
 	return nil
 }
 
+// ReplaceSource swaps the definition of an existing source (ALTER
+// SOURCE), persisting its new statement.
+func (c *Catalog) ReplaceSource(s *Source) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.sources[s.Name]; !ok {
+		return &ErrNotFound{Name: s.Name}
+	}
+	if c.log != nil {
+		if err := c.log.Put(KindSource, s.Name, s.SQL); err != nil {
+			return fmt.Errorf("persist source %s: %w", s.Name, err)
+		}
+	}
+	c.sources[s.Name] = s
+	return nil
+}
+
 // AddStream registers s.
 func (c *Catalog) AddStream(s *Stream, persist bool) error {
 	c.mu.Lock()

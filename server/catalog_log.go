@@ -38,8 +38,10 @@ func (l *catalogLog) Delete(kind catalog.Kind, name string) error {
 	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: nil}})
 }
 
-// load returns the live entries in the order they were created, so a
-// stream comes after the relation it reads.
+// load returns the live entries: users and sources first (a source's
+// record moves to the end of the log when ALTER SOURCE rewrites it, and no
+// source depends on another), then streams in the order they were created,
+// so a stream comes after the relations it reads.
 func (l *catalogLog) load(ctx context.Context) ([]catalogEntry, error) {
 	live := map[string]catalogEntry{}
 	err := l.k.ReadAll(ctx, l.topic, func(r *kafkaio.Record) error {
@@ -59,6 +61,17 @@ func (l *catalogLog) load(ctx context.Context) ([]catalogEntry, error) {
 	for _, e := range live {
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].offset < out[j].offset })
+	rank := func(e catalogEntry) int {
+		if catalog.Kind(e.kind) == catalog.KindStream {
+			return 1
+		}
+		return 0
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if ri, rj := rank(out[i]), rank(out[j]); ri != rj {
+			return ri < rj
+		}
+		return out[i].offset < out[j].offset
+	})
 	return out, nil
 }

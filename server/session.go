@@ -165,6 +165,10 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.showSkew(ctx, st, text)
 	case *sql.Drop:
 		return s.drop(st)
+	case *sql.AlterStream:
+		return s.alterStream(ctx, st)
+	case *sql.AlterSource:
+		return s.alterSource(ctx, st)
 	case *sql.Explain:
 		return s.explain(st, text)
 	case *sql.Noop:

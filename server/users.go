@@ -69,6 +69,10 @@ func statementName(stmt sql.Statement) string {
 		return "INSERT"
 	case *sql.Drop:
 		return "DROP"
+	case *sql.AlterStream:
+		return "ALTER STREAM"
+	case *sql.AlterSource:
+		return "ALTER SOURCE"
 	case *sql.CreateUser:
 		return "CREATE USER"
 	case *sql.AlterUser:

@@ -116,10 +116,33 @@ func (p *stmtParser) statement() (Statement, error) {
 		return nil, p.errAt(p.peek(), "expected SOURCE, STREAM or USER after CREATE")
 	case t.Is("ALTER"):
 		p.next()
-		if p.accept("USER") || p.accept("ROLE") {
+		switch {
+		case p.accept("USER"), p.accept("ROLE"):
 			return p.alterUser()
+		case p.accept("STREAM"), p.accept("MATERIALIZED", "VIEW"):
+			name, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			if !p.accept("RESTART") {
+				return nil, p.errAt(p.peek(), "expected RESTART after ALTER STREAM %s", name)
+			}
+			return &AlterStream{Name: name, Restart: true}, p.atEnd()
+		case p.accept("SOURCE"), p.accept("TABLE"):
+			name, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			if !p.accept("SET") {
+				return nil, p.errAt(p.peek(), "expected SET (option = value, ...) after ALTER SOURCE %s", name)
+			}
+			opts, err := p.optionList()
+			if err != nil {
+				return nil, err
+			}
+			return &AlterSource{Name: name, Options: opts}, p.atEnd()
 		}
-		return nil, p.errAt(p.peek(), "expected USER after ALTER")
+		return nil, p.errAt(p.peek(), "expected STREAM, SOURCE or USER after ALTER")
 	case t.Is("INSERT"):
 		return p.insert()
 	case t.Is("SELECT"), t.Is("WITH"), t.Is("("):
@@ -298,10 +321,15 @@ func (p *stmtParser) createSource() (Statement, error) {
 
 // withOptions parses an optional WITH (k = v, ...).
 func (p *stmtParser) withOptions() (Options, error) {
-	opts := Options{}
 	if !p.accept("WITH") {
-		return opts, nil
+		return Options{}, nil
 	}
+	return p.optionList()
+}
+
+// optionList reads "(key = value, ...)".
+func (p *stmtParser) optionList() (Options, error) {
+	opts := Options{}
 	if err := p.expect("("); err != nil {
 		return nil, err
 	}

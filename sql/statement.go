@@ -73,6 +73,21 @@ type Drop struct {
 	IfExists bool
 }
 
+// AlterStream is ALTER STREAM name RESTART: a failed stream starts again
+// from its state, once its cause is fixed.
+type AlterStream struct {
+	Name    string
+	Restart bool
+}
+
+// AlterSource is ALTER SOURCE name SET (option = value, ...): the options
+// a source may change while streams read it (on_error, dlq_topic,
+// idle_timeout).
+type AlterSource struct {
+	Name    string
+	Options Options
+}
+
 // Explain is EXPLAIN <statement>.
 type Explain struct{ Stmt Statement }
 
@@ -88,5 +103,7 @@ func (*Flush) statement()        {}
 func (*Show) statement()         {}
 func (*Describe) statement()     {}
 func (*Drop) statement()         {}
+func (*AlterStream) statement()  {}
+func (*AlterSource) statement()  {}
 func (*Explain) statement()      {}
 func (*Noop) statement()         {}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/sql"
+)
+
+// alterStream runs ALTER STREAM s RESTART: the stream's stages stop and
+// start again from its state, so a stream that failed (a poison record
+// under on_error = 'fail', a full disk) resumes once the cause is fixed.
+// The restart's own failure is the statement's error.
+func (s *Server) alterStream(ctx context.Context, st *sql.AlterStream) (*pgwire.Result, error) {
+	if _, ok := s.cat.Stream(st.Name); !ok {
+		return nil, &catalog.ErrNotFound{Name: st.Name}
+	}
+	if err := s.restartStream(ctx, st.Name); err != nil {
+		return nil, sql.Errorf(sql.CodeObjectInUse, "stream %s cannot restart: %v", st.Name, err).
+			WithHint("SHOW STREAMS shows its error; fix the cause (ALTER SOURCE ... SET (on_error = 'skip') passes a poison record) and retry")
+	}
+	return &pgwire.Result{Tag: "ALTER STREAM"}, nil
+}
+
+// alterableSourceOptions are the options ALTER SOURCE may change: how
+// records are read, not what they are.
+var alterableSourceOptions = []string{"on_error", "dlq_topic", "idle_timeout"}
+
+// alterSource runs ALTER SOURCE src SET (...): the new definition is
+// persisted (as the CREATE SOURCE it amounts to), and every stream
+// reading the source restarts on it.
+func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.Result, error) {
+	if err := st.Options.Check("ALTER SOURCE", alterableSourceOptions...); err != nil {
+		return nil, err
+	}
+	old, ok := s.cat.Source(st.Name)
+	if !ok {
+		return nil, &catalog.ErrNotFound{Name: st.Name}
+	}
+	stmt, err := sql.Parse(old.SQL)
+	if err != nil {
+		return nil, err
+	}
+	cs, ok := stmt.(*sql.CreateSource)
+	if !ok {
+		return nil, fmt.Errorf("catalog entry of source %s is not a CREATE SOURCE", st.Name)
+	}
+	for k, v := range st.Options {
+		cs.Options[k] = v
+	}
+	text := sourceSQL(cs)
+	src, err := sourceFrom(cs, text)
+	if err != nil {
+		return nil, err
+	}
+	if src.OnError == "dlq" {
+		if err := topicOptions(cs.Options, [2]string{"dlq_topic", src.DLQTopic}); err != nil {
+			return nil, err
+		}
+		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	err = s.cat.ReplaceSource(src)
+	var readers []string
+	for _, def := range s.cat.Streams() {
+		if rel, ok := s.cat.Relation(def.Input); ok && rel.Source != nil && rel.Source.Name == src.Name {
+			readers = append(readers, def.Name)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var failed []string
+	for _, name := range readers {
+		if err := s.restartStream(ctx, name); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	if len(failed) > 0 {
+		return nil, sql.Errorf(sql.CodeObjectInUse, "source %s altered, but streams could not restart: %s", src.Name, strings.Join(failed, "; "))
+	}
+	return &pgwire.Result{Tag: "ALTER SOURCE"}, nil
+}
+
+// sourceSQL renders a CREATE SOURCE with its (possibly altered) options:
+// what the catalog keeps, and replays.
+func sourceSQL(cs *sql.CreateSource) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE SOURCE %s (", quoteIdent(cs.Name))
+	for i, c := range cs.Columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", quoteIdent(c.Name), c.Type)
+	}
+	if wm := cs.Watermark; wm != nil {
+		fmt.Fprintf(&b, ", WATERMARK FOR %s AS %s - INTERVAL '%d' MILLISECOND", quoteIdent(wm.Column), quoteIdent(wm.Column), wm.DelayMs)
+	}
+	b.WriteString(")")
+	if len(cs.Options) > 0 {
+		b.WriteString(" WITH (")
+		keys := cs.Options.Keys()
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k + " = " + optionSQL(cs.Options[k]))
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// optionSQL renders an option's value as it was written.
+func optionSQL(o sql.Option) string {
+	switch {
+	case o.Interval:
+		return fmt.Sprintf("INTERVAL '%d' MILLISECOND", o.Millis)
+	case o.IsString:
+		return "'" + strings.ReplaceAll(o.Value, "'", "''") + "'"
+	}
+	return o.Value
+}
+
+// quoteIdent double-quotes an identifier (ANSI_QUOTES).
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
