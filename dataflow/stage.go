@@ -73,6 +73,9 @@ type StageConfig struct {
 	// Topic's count or one of them changes.
 	Watch    map[string]int
 	OnResize func()
+	// MetadataEvery is how often the stage looks for added partitions (0:
+	// every 5 s).
+	MetadataEvery time.Duration
 }
 
 // Stage runs a task per partition of its topic.
@@ -202,7 +205,7 @@ func (s *Stage) watch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(metadataEvery):
+		case <-time.After(s.metadataEvery()):
 		}
 		for topic, was := range counts {
 			n, err := s.deps.Kafka.Partitions(ctx, topic)
@@ -218,8 +221,12 @@ func (s *Stage) watch(ctx context.Context) {
 	}
 }
 
-// metadataEvery is how often a stage looks for added partitions.
-var metadataEvery = 5 * time.Second
+func (s *Stage) metadataEvery() time.Duration {
+	if s.cfg.MetadataEvery > 0 {
+		return s.cfg.MetadataEvery
+	}
+	return 5 * time.Second
+}
 
 // Err is the stage's failure, nil while it runs.
 func (s *Stage) Err() error {
@@ -338,3 +345,6 @@ func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
 
 // Topic is the topic the stage reads.
 func (s *Stage) Topic() string { return s.cfg.Topic }
+
+// Partitions is how many tasks the stage runs.
+func (s *Stage) Partitions() int { return len(s.tasks) }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -166,12 +167,33 @@ func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 	return out, ferr
 }
 
-// ProduceSync writes records and waits for every acknowledgement.
+// ProduceSync writes records and waits for every acknowledgement. A record
+// placed on a partition the client's metadata does not know yet (the topic
+// just grew) is sent again once metadata is refreshed.
 func (k *Client) ProduceSync(ctx context.Context, recs []*kgo.Record) error {
-	if len(recs) == 0 {
-		return nil
+	for attempt := 0; len(recs) > 0; attempt++ {
+		var retry []*kgo.Record
+		for _, r := range k.cl.ProduceSync(ctx, recs...) {
+			if r.Err == nil {
+				continue
+			}
+			if attempt < 20 && strings.Contains(r.Err.Error(), "invalid record partitioning choice") {
+				retry = append(retry, r.Record)
+				continue
+			}
+			return r.Err
+		}
+		if len(retry) > 0 {
+			k.cl.ForceMetadataRefresh()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		recs = retry
 	}
-	return k.cl.ProduceSync(ctx, recs...).FirstErr()
+	return nil
 }
 
 // ReadAll reads topic from the start of every partition to its end at the
@@ -249,6 +271,18 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// CreatePartitions grows topic to total partitions.
+func (k *Client) CreatePartitions(ctx context.Context, topic string, total int) error {
+	resp, err := k.adm.UpdatePartitions(ctx, total, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("grow %s to %d partitions: %w", topic, total, err)
 	}
 	return nil
 }

@@ -62,6 +62,9 @@ type Config struct {
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
 	MaxPollRecords int
+	// MetadataInterval is how often a stream looks for partitions added to
+	// its input (0: every 5 s).
+	MetadataInterval time.Duration
 	// Clock is the wall clock of idleness timeouts; nil is time.Now.
 	// Tests inject their own.
 	Clock func() time.Time

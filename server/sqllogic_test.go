@@ -78,7 +78,8 @@ func startTestServer(t *testing.T, dir string) *Server {
 	if os.Getenv("TURBINE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	cfg := Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", AppID: "slt", Logger: log}
+	cfg := Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", AppID: "slt", Logger: log,
+		MetadataInterval: 500 * time.Millisecond}
 	if b := testBrokers(); b != "" {
 		// A real cluster shared by every file: each file gets its own app
 		// id and its topics are deleted when it ends (sharedbroker_test.go).

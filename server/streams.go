@@ -134,7 +134,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	final := dataflow.StageConfig{
 		Name: def.Name, State: def.Name, Group: s.groupName(def.Name),
 		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
-		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), Reports: true,
+		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval, Reports: true,
 		OnResize: func() { s.restartAfterResize(def.Name) },
 	}
 	tail := func() []dataflow.Op {
@@ -168,7 +168,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		pre := dataflow.StageConfig{
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,
 			Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
-			CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(),
+			CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
 			OnResize: final.OnResize,
 			Ops: func(int32) []dataflow.Op {
 				return []dataflow.Op{
@@ -254,7 +254,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	cfg := dataflow.StageConfig{
 		Name: topic, State: "__hop/" + topic, Group: topic,
 		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: &dataflow.Stats{},
-		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(),
+		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
 		Ops: func(int32) []dataflow.Op {
 			return []dataflow.Op{
 				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions},
