@@ -165,21 +165,30 @@ func (s *Stage) Stop() {
 
 // poll hands each fetched partition to its task.
 func (s *Stage) poll(ctx context.Context) {
+	retrying := false // after a fetch error
 	for {
 		parts, err := s.cons.Poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			s.fail(err)
-			// Keep polling: a failed stage reads nothing more, but a
-			// later ALTER ... RESTART starts a fresh one.
+			// A fetch error (the broker out of reach, a leader moving) is
+			// retried: the consumer resumes where it was, and the tasks
+			// commit nothing they have not read.
+			if !retrying {
+				s.deps.Log.Warn("cannot read input; retrying", "stage", s.cfg.Name, "topic", s.cfg.Topic, "err", err)
+			}
+			retrying = true
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
 			continue
+		}
+		if retrying {
+			s.deps.Log.Info("reading input again", "stage", s.cfg.Name, "topic", s.cfg.Topic)
+			retrying = false
 		}
 		for _, fp := range parts {
 			t := s.tasks[fp.Partition]

@@ -186,11 +186,12 @@ func (t *task) push(ctx context.Context, i int, b *Batch) error {
 // moved, or when an operator asks for time (EMIT EVERY).
 func (t *task) onTick(ctx context.Context) error {
 	if t.clock == nil && t.part.Quiet() {
-		end, err := t.st.freshEnd(ctx, t.p, t.part.QuietSince())
-		if err != nil {
-			return err
+		// Without a fresh end offset (Kafka out of reach) the partition
+		// cannot be confirmed idle: it holds its watermark, and the next
+		// tick asks again.
+		if end, err := t.st.freshEnd(ctx, t.p, t.part.QuietSince()); err == nil {
+			t.part.ConfirmIdle(end)
 		}
-		t.part.ConfirmIdle(end)
 	}
 	due := t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()
 	if !due {

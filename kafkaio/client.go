@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Record is a Kafka record as the engine reads and writes it.
@@ -80,7 +81,12 @@ func (k *Client) Brokers() []string { return k.brokers }
 func (k *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if _, err := k.adm.BrokerMetadata(ctx); err != nil {
+	// A metadata request for no topics, sent to a broker: kadm's
+	// BrokerMetadata would answer from the client's cache, and keep
+	// answering while every broker is gone.
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	if _, err := k.cl.Request(ctx, req); err != nil {
 		return fmt.Errorf("cannot reach Kafka at %v: %w", k.brokers, err)
 	}
 	return nil
@@ -285,4 +291,23 @@ func (k *Client) CreatePartitions(ctx context.Context, topic string, total int) 
 		return fmt.Errorf("grow %s to %d partitions: %w", topic, total, err)
 	}
 	return nil
+}
+
+// Dial reports whether any seed broker accepts a TCP connection: a broker
+// that does and still fails Ping refuses this client (credentials, TLS),
+// which no waiting will fix; one that does not is out of reach.
+func (k *Client) Dial(ctx context.Context) error {
+	var d net.Dialer
+	var last error
+	for _, addr := range k.brokers {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := d.DialContext(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("no broker of %v accepts connections: %w", k.brokers, last)
 }

@@ -22,12 +22,11 @@ type catalogEntry struct {
 	offset          int64
 }
 
-func newCatalogLog(ctx context.Context, k *kafkaio.Client, topic string) (*catalogLog, error) {
+// ensure creates the catalog topic (compacted) if it does not exist.
+func (l *catalogLog) ensure(ctx context.Context) error {
 	compact := "compact"
-	if _, err := k.EnsureTopic(ctx, topic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
-		return nil, err
-	}
-	return &catalogLog{k: k, topic: topic}, nil
+	_, err := l.k.EnsureTopic(ctx, l.topic, 1, map[string]*string{"cleanup.policy": &compact})
+	return err
 }
 
 func (l *catalogLog) Put(kind catalog.Kind, name, sql string) error {

@@ -118,8 +118,15 @@ type Server struct {
 
 	clog     *catalogLog
 	replayed atomic.Bool // the catalog has been replayed (for /readyz)
-	failedMu sync.Mutex
-	failed   map[string]failedObject // catalog records replay could not apply, by key
+
+	brokerMu    sync.Mutex
+	brokerUp    bool // Kafka answered at the last check
+	brokerKnown bool
+	brokerErr   error
+	brokerGauge prometheus.Gauge
+	bgCancel    context.CancelFunc // the server's background work
+	failedMu    sync.Mutex
+	failed      map[string]failedObject // catalog records replay could not apply, by key
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -174,20 +181,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.kafka = k
-	if err := k.Ping(ctx); err != nil {
-		return nil, err
-	}
 	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log)
 	if err != nil {
 		return nil, err
 	}
 	s.store = st
-	clog, err := newCatalogLog(ctx, k, "turbine-"+cfg.AppID+"-catalog")
-	if err != nil {
-		return nil, err
-	}
-	s.cat = catalog.New(clog)
-	s.clog = clog
+	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
+	s.cat = catalog.New(s.clog)
+	s.brokerGauge = newBrokerGauge(reg)
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
@@ -201,13 +202,26 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
-	if err := s.replayCatalog(ctx, clog); err != nil {
-		return nil, err
+	bg, cancel := context.WithCancel(context.Background())
+	s.bgCancel = cancel
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	pingErr := k.Ping(pctx)
+	pcancel()
+	if pingErr != nil && k.Dial(ctx) == nil {
+		// Reached, and refused (credentials, TLS): a configuration to fix,
+		// not an outage to wait out.
+		return nil, pingErr
 	}
-	if err := s.bootstrapUser(); err != nil {
-		return nil, err
+	s.setBrokerUp(pingErr == nil, pingErr)
+	if pingErr == nil {
+		if err := s.boot(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		// Start anyway: the catalog is read once Kafka answers.
+		go s.bootWhenReachable(bg)
 	}
-	s.replayed.Store(true)
+	go s.watchBroker(bg)
 
 	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log))...)
 	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
@@ -217,6 +231,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { _ = s.pg.Serve(s.pgLn) }()
 	ok = true
 	return s, nil
+}
+
+// boot reads the catalog from Kafka and starts every stream of it.
+func (s *Server) boot(ctx context.Context) error {
+	if err := s.clog.ensure(ctx); err != nil {
+		return err
+	}
+	if err := s.replayCatalog(ctx, s.clog); err != nil {
+		return err
+	}
+	if err := s.bootstrapUser(); err != nil {
+		return err
+	}
+	s.replayed.Store(true)
+	return nil
 }
 
 // PGAddr is the address pgwire listens on.
@@ -239,6 +268,9 @@ func (s *Server) Embedded() bool { return s.broker != nil }
 // Close stops accepting clients, lets every stream finish its batch and
 // persist, then closes state and Kafka.
 func (s *Server) Close() {
+	if s.bgCancel != nil {
+		s.bgCancel()
+	}
 	if s.pg != nil {
 		_ = s.pg.Close()
 	}

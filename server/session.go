@@ -141,6 +141,15 @@ func classify(err error) error {
 
 // execute runs one parsed statement.
 func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (*pgwire.Result, error) {
+	switch stmt.(type) {
+	case *sql.Show, *sql.Describe, *sql.Explain, *sql.Noop:
+	default:
+		// Everything else reads or writes Kafka: fail fast while it is
+		// out of reach, rather than hang.
+		if err := s.needKafka(); err != nil {
+			return nil, err
+		}
+	}
 	switch st := stmt.(type) {
 	case *sql.CreateSource:
 		return s.createSource(ctx, st, text, true)

@@ -61,6 +61,9 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 			row := []any{def.Name, def.Input, def.Topic, nil, "stopped", int64(0), int64(0), int64(0), int64(0), int64(0), nil, nil}
 			if r, ok := s.streams[def.Name]; ok {
 				status, err := r.status()
+				if status == "running" && !s.kafkaUp() {
+					status = "waiting for broker"
+				}
 				if r.plan != nil {
 					row[3] = r.plan.Strategy
 				}
