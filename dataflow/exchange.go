@@ -17,6 +17,10 @@ import (
 // unkeyed and all go to partition 0, so they form one group as in SQL. On
 // every watermark it tells each internal partition how far its source
 // partition has been sent (a marker after the records it covers).
+//
+// Each copy carries where it came from (SourceHeader: source partition and
+// offset). A hop that crashed after writing copies but before committing
+// writes them again; the reader (Markers) applies each source offset once.
 type Exchange struct {
 	Topic      string // the internal topic
 	Partitions int    // its partition count
@@ -36,7 +40,8 @@ func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	col := b.Data.Cols[x.Col]
 	for i, idx := range b.Src[:b.Data.N] {
 		src := b.Recs[idx]
-		r := &kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp}
+		r := &kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp,
+			Headers: []kafkaio.Header{{Key: SourceHeader, Value: EncodeSource(src.Partition, src.Offset)}}}
 		if key := keyText(col, i); key != nil {
 			r.Key = key
 			r.Partition = state.PartitionFor(key, x.Partitions)
@@ -66,6 +71,29 @@ func SendMarkers(ctx context.Context, env *Env, topic string, n int, wm Watermar
 		env.Out.Produce(ctx, &kafkaio.Record{Topic: topic, Partition: int32(q),
 			Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: val}, {Key: "turbine.source.partition", Value: src}}})
 	}
+}
+
+// SourceHeader is the header of a repartitioned record naming its source
+// partition and offset (EncodeSource): short, since every record has one.
+const SourceHeader = "turbine.src"
+
+// EncodeSource is SourceHeader's value: the partition and offset, varints.
+func EncodeSource(p int32, off int64) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, 12), uint64(p))
+	return binary.AppendUvarint(b, uint64(off))
+}
+
+// DecodeSource reads EncodeSource.
+func DecodeSource(v []byte) (p int32, off int64, err error) {
+	pp, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, errors.New("bad source header")
+	}
+	o, m := binary.Uvarint(v[n:])
+	if m <= 0 || n+m != len(v) {
+		return 0, 0, errors.New("bad source header")
+	}
+	return int32(pp), int64(o), nil
 }
 
 // EncodePartial is a combine partial's record value: the window start (8

@@ -75,9 +75,9 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		h.recovering = true
 	}
 	h.lastEarly = env.Now()
-	return env.Store.AccsOfGroups(env.Name, env.Groups(), func(kg uint16, key []byte, window int64, val []byte) error {
+	return env.Store.AccsOfGroups(env.State, env.Groups(), func(kg uint16, key []byte, window int64, val []byte) error {
 		if err := h.agg.Restore(exec.StateRef{KG: kg, Key: key, Window: window}, val); err != nil {
-			return fmt.Errorf("restore state of %s: %w", env.Name, err)
+			return fmt.Errorf("restore state of %s: %w", env.State, err)
 		}
 		return nil
 	})

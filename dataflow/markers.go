@@ -2,6 +2,7 @@ package dataflow
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"sync"
@@ -16,7 +17,12 @@ import (
 // Markers is the first operator of a task that reads a hop's internal
 // topic: it takes the watermark markers out of the records, so the task's
 // watermark is the slowest source partition's (Clock), and passes the data
-// records on.
+// records on, each once: a record naming its source partition and offset
+// (SourceHeader) at or below the highest it has applied from that source
+// partition is a copy a hop wrote again after a crash, and is dropped.
+// Copies of one source partition reach an internal partition in source
+// order, so one offset per source partition, committed with the task's
+// state, is enough.
 type Markers struct {
 	// Sources is how many source partitions report.
 	Sources int
@@ -24,9 +30,14 @@ type Markers struct {
 	// turbine_combine_min_watermark_lag_ms), shared by the stage's tasks.
 	Lag *LagBoard
 
-	prog *shuffle.Progress
-	env  *Env
+	prog    *shuffle.Progress
+	env     *Env
+	applied map[int32]int64 // per source partition: the highest offset applied
+	changed bool
 }
+
+// appliedKey names the applied source offsets in the task's state.
+const appliedKey = "applied-sources"
 
 var _ Op = (*Markers)(nil)
 
@@ -40,6 +51,20 @@ var _ Clock = (*Markers)(nil)
 func (m *Markers) Open(_ context.Context, env *Env) error {
 	m.env = env
 	m.prog = shuffle.NewProgress(m.Sources)
+	m.applied = map[int32]int64{}
+	v, err := env.Store.TaskValue(env.State, env.Partition, appliedKey)
+	if err != nil {
+		return err
+	}
+	for len(v) > 0 {
+		p, n := binary.Uvarint(v)
+		off, k := binary.Uvarint(v[max(n, 0):])
+		if n <= 0 || k <= 0 {
+			return fmt.Errorf("state of %s/%d: corrupt applied offsets", env.State, env.Partition)
+		}
+		m.applied[int32(p)] = int64(off)
+		v = v[n+k:]
+	}
 	return nil
 }
 
@@ -53,6 +78,16 @@ func (m *Markers) Process(_ context.Context, b *Batch) (*Batch, error) {
 			}
 			m.prog.Observe(mk)
 			continue
+		}
+		if v, ok := header(rec, SourceHeader); ok {
+			p, off, err := DecodeSource(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+			if last, seen := m.applied[p]; seen && off <= last {
+				continue // written again by a hop that restarted
+			}
+			m.applied[p], m.changed = off, true
 		}
 		data = append(data, rec)
 	}
@@ -70,12 +105,28 @@ func (m *Markers) Process(_ context.Context, b *Batch) (*Batch, error) {
 func (m *Markers) Time() (int64, bool) { return m.prog.Time() }
 
 func (m *Markers) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }
-func (m *Markers) Commit(context.Context, *Commit) error                  { return nil }
-func (m *Markers) Close()                                                 {}
 
-func markerOf(rec *kafkaio.Record) ([]byte, bool) {
+// Commit records the applied source offsets with the task's state.
+func (m *Markers) Commit(_ context.Context, c *Commit) error {
+	if !m.changed {
+		return nil
+	}
+	var v []byte
+	for p, off := range m.applied {
+		v = binary.AppendUvarint(v, uint64(p))
+		v = binary.AppendUvarint(v, uint64(off))
+	}
+	m.changed = false
+	return c.State.PutTaskValue(m.env.Partition, appliedKey, v)
+}
+
+func (m *Markers) Close() {}
+
+func markerOf(rec *kafkaio.Record) ([]byte, bool) { return header(rec, shuffle.MarkerHeader) }
+
+func header(rec *kafkaio.Record, key string) ([]byte, bool) {
 	for _, h := range rec.Headers {
-		if h.Key == shuffle.MarkerHeader {
+		if h.Key == key {
 			return h.Value, true
 		}
 	}

@@ -117,15 +117,17 @@ type Producer interface {
 // Store is what tasks and operators need of the state store.
 type Store interface {
 	Partitions(name string) (map[int32]state.PartitionMeta, error)
+	TaskValue(name string, p int32, key string) ([]byte, error)
 	AccsOfGroups(name string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error
 	NewBatch(name string) *state.Batch
 }
 
 // Env is what a task gives its operators.
 type Env struct {
-	// Name names the task's stage: the stream, or the hop, in state,
-	// metrics and logs.
-	Name string
+	// Name names the task's stage (the stream, or the hop) in metrics and
+	// logs; State names its state in the store.
+	Name  string
+	State string
 	// Partition is the task's input partition, of Partitions.
 	Partition  int32
 	Partitions int

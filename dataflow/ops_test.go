@@ -59,7 +59,7 @@ func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *ri
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.env = &Env{Name: "s", Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
+	r.env = &Env{Name: "s", State: "s", Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
 		Metrics: NewMetrics(prometheus.NewRegistry()), Stats: &Stats{}, Now: func() time.Time { return r.now },
 		Log: slog.New(slog.DiscardHandler)}
 	r.task = &task{ops: ops}
@@ -464,5 +464,40 @@ func TestProjectFiltersKeysAlong(t *testing.T) {
 	got := values(t, r.out.take())
 	if len(got) != 2 || got[0]["dbl"].(float64) != 4 || got[1]["dbl"].(float64) != 6 {
 		t.Fatalf("projected %v", got)
+	}
+}
+
+// TestMarkersApplyEachSourceRecordOnce: copies a repartition hop writes
+// again after a crash (same source partition and offset) are dropped, also
+// after the reader itself restarts from its committed state.
+func TestMarkersApplyEachSourceRecordOnce(t *testing.T) {
+	store, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	copyOf := func(off int64, src int32, srcOff int64) *kafkaio.Record {
+		return &kafkaio.Record{Topic: "rep", Partition: 0, Offset: off, Value: []byte(fmt.Sprint(srcOff)),
+			Headers: []kafkaio.Header{{Key: SourceHeader, Value: EncodeSource(src, srcOff)}}}
+	}
+	m := &Markers{Sources: 2}
+	r := newRig(t, store, 0, 1, m)
+	out, err := m.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(0, 0, 10), copyOf(1, 1, 5), copyOf(2, 0, 11)}})
+	if err != nil || len(out.Recs) != 3 {
+		t.Fatalf("first copies: %v, %d passed", err, len(out.Recs))
+	}
+	r.commit(3)
+	// The hop restarted from source offset 10 of partition 0: 10 and 11 come
+	// again, then 12 is new.
+	out, err = m.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12)}})
+	if err != nil || len(out.Recs) != 1 || string(out.Recs[0].Value) != "12" {
+		t.Fatalf("after the hop's restart: %v, passed %v", err, out)
+	}
+	// The reader restarts from its commit (offset 3): the same holds.
+	m2 := &Markers{Sources: 2}
+	newRig(t, store, 0, 1, m2)
+	out, err = m2.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12), copyOf(6, 1, 5), copyOf(7, 1, 6)}})
+	if err != nil || len(out.Recs) != 2 || string(out.Recs[0].Value) != "12" || string(out.Recs[1].Value) != "6" {
+		t.Fatalf("after the reader's restart: %v, passed %d", err, len(out.Recs))
 	}
 }

@@ -121,7 +121,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		part.SawEnd(ends[p])
 		t := &task{st: s, p: p, ops: cfg.Ops(p), part: part, out: deps.Kafka.NewPending(),
 			in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
-		t.env = &Env{Name: cfg.Name, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.out,
+		t.env = &Env{Name: cfg.Name, State: cfg.State, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.out,
 			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log}
 		if err := t.open(ctx); err != nil {
 			t.close()

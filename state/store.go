@@ -64,6 +64,7 @@ const (
 	prefixAcc  = 'a'
 	prefixPart = 'p'
 	prefixPlan = 'l'
+	prefixTask = 't'
 )
 
 func streamPrefix(kind byte, stream string) []byte {
@@ -164,6 +165,30 @@ func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
 		v = binary.AppendVarint(v, m.Applied)
 	}
 	return b.b.Set(partKey(b.stream, p), v, nil)
+}
+
+// PutTaskValue records a value an operator of partition p's task keeps
+// with its state (say how far it has applied each source partition).
+func (b *Batch) PutTaskValue(p int32, name string, val []byte) error {
+	return b.b.Set(taskKey(b.stream, p, name), val, nil)
+}
+
+func taskKey(stream string, p int32, name string) []byte {
+	k := binary.BigEndian.AppendUint32(streamPrefix(prefixTask, stream), uint32(p))
+	return append(k, name...)
+}
+
+// TaskValue reads what PutTaskValue recorded (nil when nothing).
+func (s *Store) TaskValue(stream string, p int32, name string) ([]byte, error) {
+	v, closer, err := s.db.Get(taskKey(stream, p, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state of %s/%d: %w", stream, p, err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
 }
 
 // Commit writes the batch durably (fsync) and releases it.
@@ -322,7 +347,7 @@ func (s *Store) Plan(stream, name string) (string, error) {
 
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
-	for _, k := range []byte{prefixAcc, prefixPart, prefixPlan} {
+	for _, k := range []byte{prefixAcc, prefixPart, prefixPlan, prefixTask} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)
