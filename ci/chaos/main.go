@@ -86,12 +86,16 @@ type chaos struct {
 	mu        sync.Mutex
 	cur       *server
 	run       int
-	late      map[int]map[string]int64 // server run → stream → late_rows last seen
+	late      map[int]map[string]lateSeen // server run → stream → late counts last seen
 	status    map[string]string
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts int
 }
+
+// lateSeen is what one server run reported late for a stream: SHOW
+// STREAMS's late_rows and the /metrics late counters.
+type lateSeen struct{ show, metric int64 }
 
 func (c *chaos) logf(format string, args ...any) {
 	fmt.Printf("[%6.1fs] %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
@@ -111,7 +115,7 @@ func run(o options) (int, error) {
 		return 0, err
 	}
 	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
-		late: map[int]map[string]int64{}, status: map[string]string{}}
+		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
 	fmt.Printf("chaos: seed %d (replay: go run ./ci/chaos -seed %d -faults %d -broker-restarts %d -seconds %g -rate %d -partitions %d)\n",
 		o.seed, o.seed, o.faults, o.brokerFaults, o.seconds, o.rate, o.parts)
 	fmt.Printf("chaos: work dir %s\n", work)
@@ -309,6 +313,11 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 		if err := c.fault(ctx, sig); err != nil {
 			return err
 		}
+		if sig == syscall.SIGKILL {
+			c.killed++
+		} else {
+			c.termed++
+		}
 	}
 	return nil
 }
@@ -325,11 +334,6 @@ func (c *chaos) fault(ctx context.Context, sig syscall.Signal) error {
 		c.mu.Lock()
 		c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v", run, err))
 		c.mu.Unlock()
-	}
-	if sig == syscall.SIGKILL {
-		c.killed++
-	} else {
-		c.termed++
 	}
 	gap := time.Duration(c.rng.IntN(3000)) * time.Millisecond
 	time.Sleep(gap)
@@ -463,14 +467,35 @@ func (c *chaos) pollOnce(ctx context.Context) error {
 			status += ": " + e
 		}
 		c.mu.Lock()
-		if c.late[run] == nil {
-			c.late[run] = map[string]int64{}
-		}
-		c.late[run][name] = max(c.late[run][name], late)
+		l := c.seen(run, name)
+		l.show = max(l.show, late)
+		c.late[run][name] = l
 		c.status[name] = status
 		c.mu.Unlock()
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m, err := lateFromMetrics(qctx, s.metricsURL)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, n := range m {
+		l := c.seen(run, name)
+		l.metric = max(l.metric, n)
+		c.late[run][name] = l
+	}
+	return nil
+}
+
+// seen is run's late counts of a stream; c.mu held.
+func (c *chaos) seen(run int, name string) lateSeen {
+	if c.late[run] == nil {
+		c.late[run] = map[string]lateSeen{}
+	}
+	return c.late[run][name]
 }
 
 // auditStream reads a stream's output and late-data topics and audits it.
@@ -499,7 +524,8 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 	}
 	c.mu.Lock()
 	for _, perRun := range c.late {
-		v.late += perRun[s.name]
+		v.late += perRun[s.name].show
+		v.lateMetric += perRun[s.name].metric
 	}
 	v.status = c.status[s.name]
 	c.mu.Unlock()

@@ -17,10 +17,11 @@ import (
 // server is one run of `turbinesql serve` as a child process, on the
 // chaos run's data dir and broker. Its stderr (the log) goes to logPath.
 type server struct {
-	cmd    *exec.Cmd
-	pgAddr string
-	exited chan struct{} // closed when the process has exited
-	err    error         // its exit status, once exited is closed
+	cmd        *exec.Cmd
+	pgAddr     string
+	metricsURL string
+	exited     chan struct{} // closed when the process has exited
+	err        error         // its exit status, once exited is closed
 }
 
 type serverConfig struct {
@@ -48,14 +49,26 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		return nil, fmt.Errorf("start %s: %w", c.bin, err)
 	}
 	s := &server{cmd: cmd, exited: make(chan struct{})}
-	addr := make(chan string, 1)
+	// The banner names the pgwire and metrics addresses (ports picked by
+	// the kernel); both are set before ready closes.
+	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
+		var pg, metrics string
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, "stdout:", line)
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "pgwire:" {
-				addr <- f[1]
+			if f := strings.Fields(line); len(f) >= 2 {
+				switch f[0] {
+				case "pgwire:":
+					pg = f[1]
+				case "metrics:":
+					metrics = f[1]
+				}
+			}
+			if pg != "" && metrics != "" && s.pgAddr == "" {
+				s.pgAddr, s.metricsURL = pg, metrics
+				close(ready)
 			}
 		}
 		_, _ = io.Copy(logf, out)
@@ -67,7 +80,7 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		close(s.exited)
 	}()
 	select {
-	case s.pgAddr = <-addr:
+	case <-ready:
 	case <-s.exited:
 		return nil, fmt.Errorf("server exited before serving: %v (log: %s)", s.err, c.logPath)
 	case <-time.After(2 * time.Minute):
