@@ -109,12 +109,21 @@ func comparePanes(a, b paneID) int {
 
 func (x value) String() string { return fmt.Sprintf("(n=%d sum=%d)", x.n, x.total) }
 
+// valuesText lists a pane's emitted values, the last few when there are
+// many (an upsert key is written at every commit).
 func valuesText(vs []value) string {
-	parts := make([]string, len(vs))
-	for i, x := range vs {
-		parts[i] = x.String()
+	var b strings.Builder
+	if len(vs) > 4 {
+		fmt.Fprintf(&b, "%d times, the last: ... ", len(vs))
+		vs = vs[len(vs)-3:]
 	}
-	return strings.Join(parts, " ")
+	for i, x := range vs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(x.String())
+	}
+	return b.String()
 }
 
 func (s streamSpec) describe(id paneID) string {

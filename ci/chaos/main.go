@@ -91,6 +91,7 @@ type chaos struct {
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts int
+	prod                           *producer
 }
 
 // lateSeen is what one server run reported late for a stream: SHOW
@@ -156,6 +157,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	defer cl.Close()
 	w := &workload{parts: o.parts, keys: newKeys(o.parts), rng: rand.New(rand.NewPCG(o.seed, 2))}
 	prod := &producer{cl: cl, topic: "ev", w: w}
+	c.prod = prod
 	interval := time.Duration(float64(time.Second) * float64(rowsPerPart*o.parts) / float64(o.rate))
 	pctx, stopProducing := context.WithCancel(ctx)
 	prodErr := make(chan error, 1)
@@ -340,8 +342,19 @@ func (c *chaos) fault(ctx context.Context, sig syscall.Signal) error {
 	if err := c.restart(ctx); err != nil {
 		return err
 	}
-	c.logf("%s server run %d, down %s, run %d up", sigName(sig), run, time.Since(t0).Round(time.Millisecond), c.run)
+	c.logf("%s server run %d at input event time %s, down %s, run %d up", sigName(sig), run, c.eventTime(),
+		time.Since(t0).Round(time.Millisecond), c.run)
 	return nil
+}
+
+// eventTime is the event time the producer has reached, to tie a fault
+// to the windows it may have disturbed.
+func (c *chaos) eventTime() string {
+	if c.prod == nil {
+		return "-"
+	}
+	_, ticks := c.prod.produced()
+	return time.UnixMilli(base + ticks*tickMs).UTC().Format("15:04:05")
 }
 
 func sigName(sig syscall.Signal) string {
@@ -400,7 +413,7 @@ func (c *chaos) restartBroker() error {
 	}
 	c.stopBrk = stop
 	c.brokerRestarts++
-	c.logf("broker restarted (down %s)", time.Since(t0).Round(time.Millisecond))
+	c.logf("broker restarted at input event time %s (down %s)", c.eventTime(), time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
