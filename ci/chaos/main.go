@@ -219,6 +219,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		}
 		vs = append(vs, v)
 	}
+	c.logf("read and audited %d streams", len(vs))
 	faults := c.killed + c.termed + c.brokerRestarts
 	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts", c.killed, c.termed, c.brokerRestarts)
 	if o.finalRestart {
