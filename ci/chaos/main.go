@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -66,12 +67,23 @@ func main() {
 		o.seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
 	}
 	code, err := run(o)
-	if err != nil {
+	var ef engineFailure
+	switch {
+	case errors.As(err, &ef):
+		fmt.Println("chaos: FAILED:", err)
+		code = 1
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		code = 2
 	}
 	os.Exit(code)
 }
+
+// engineFailure is an error of the server, not of the harness: it could
+// not restart, or FLUSH failed. The run fails (exit 1) as an audit does.
+type engineFailure struct{ error }
+
+func (e engineFailure) Unwrap() error { return e.error }
 
 // chaos is one run's moving parts.
 type chaos struct {
@@ -281,7 +293,7 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 		at := time.Duration((0.05 + 0.9*c.rng.Float64()) * float64(total))
 		evs = append(evs, event{at: at, broker: i >= c.o.faults})
 	}
-	slices.SortFunc(evs, func(a, b event) int { return int(a.at - b.at) })
+	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	evs = append(evs, event{at: total}) // the end of production
 	for i, ev := range evs {
 		// At least a moment of uptime after a restart, so a fault hits a
@@ -373,7 +385,7 @@ func (c *chaos) restart(ctx context.Context) error {
 	c.mu.Unlock()
 	s, err := startServer(ctx, c.cfg, run)
 	if err != nil {
-		return fmt.Errorf("server run %d: %w", run, err)
+		return engineFailure{fmt.Errorf("server run %d: %w", run, err)}
 	}
 	c.mu.Lock()
 	c.cur = s
@@ -429,7 +441,7 @@ func (c *chaos) flush(ctx context.Context) error {
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(fctx, "FLUSH"); err != nil {
-		return fmt.Errorf("FLUSH: %w", err)
+		return engineFailure{fmt.Errorf("FLUSH: %w", err)}
 	}
 	c.logf("FLUSH took %s", time.Since(t0).Round(time.Millisecond))
 	return nil
