@@ -49,8 +49,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		return nil, fmt.Errorf("start %s: %w", c.bin, err)
 	}
 	s := &server{cmd: cmd, exited: make(chan struct{})}
-	// The banner names the pgwire and metrics addresses (ports picked by
-	// the kernel); both are set before ready closes.
+	// The banner names the pgwire address ("pgwire: ADDR") and the metrics
+	// URL (a word http://.../metrics), on ports picked by the kernel; both
+	// are set before ready closes.
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -58,12 +59,13 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, "stdout:", line)
-			if f := strings.Fields(line); len(f) >= 2 {
-				switch f[0] {
-				case "pgwire:":
-					pg = f[1]
-				case "metrics:":
-					metrics = f[1]
+			f := strings.Fields(line)
+			for i, w := range f {
+				switch {
+				case w == "pgwire:" && i+1 < len(f):
+					pg = f[i+1]
+				case strings.HasPrefix(w, "http://") && strings.HasSuffix(w, "/metrics"):
+					metrics = w
 				}
 			}
 			if pg != "" && metrics != "" && s.pgAddr == "" {
