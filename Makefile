@@ -75,6 +75,20 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 
+# The crash/restart audit (ci/chaos): the server as a child process against
+# a broker in its own process, input produced throughout from outside, the
+# server SIGKILLed or stopped N times and restarted on its data dir, then
+# every pane of every (window kind x plan) audited against an independent
+# computation. Prints the seed; replay with go run ./ci/chaos -seed X ...
+# Not in .ci/run yet: today's runtime fails it (see the README).
+.PHONY: chaos chaos-short
+chaos: build
+	$(GO) run ./ci/chaos -faults 15 -broker-restarts 1 -seconds 240 $(CHAOSFLAGS)
+
+# Under three minutes, for CI once the runtime passes it.
+chaos-short: build
+	$(GO) run ./ci/chaos -faults 5 -seconds 60 $(CHAOSFLAGS)
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 

@@ -1,10 +1,12 @@
-// Package harness holds what the end-to-end benchmarks share: a Kafka
-// broker in a child process (so the CPU time a benchmark reads is the
-// engine's own), and the process's CPU time and peak RSS.
+// Package harness holds what the end-to-end benchmarks and the chaos audit
+// share: a Kafka broker in a child process (so the CPU time a benchmark
+// reads is the engine's own, and the broker outlives a server that is
+// killed), and the process's CPU time and peak RSS.
 package harness
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -20,32 +22,56 @@ import (
 const childFlag = "-broker-child"
 
 // MaybeRunBroker is the first call of a benchmark's main: started as the
-// broker child, it runs the broker until its stdin closes, and exits.
+// broker child (childFlag, then optionally a listen address and a data
+// directory), it runs the broker until its stdin closes, and exits.
 func MaybeRunBroker() {
 	if len(os.Args) < 2 || os.Args[1] != childFlag {
 		return
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, "127.0.0.1:0")
-	}))
+	addr := "127.0.0.1:0"
+	if len(os.Args) > 2 {
+		addr = os.Args[2]
+	}
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, addr)
+	})}
+	if len(os.Args) > 3 {
+		opts = append(opts, kfake.DataDir(os.Args[3]))
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "broker:", err)
 		os.Exit(1)
 	}
 	fmt.Println(c.ListenAddrs()[0])
 	_, _ = io.Copy(io.Discard, os.Stdin) // the parent exiting closes it
-	c.Close()
+	c.Close()                            // with a data dir: persists the topics
 	os.Exit(0)
 }
 
 // StartBroker starts a kfake broker in a child process (this binary, run
 // with the child flag) and returns its address and a stop function.
 func StartBroker() (addr string, stop func(), err error) {
+	return StartBrokerAt("", "")
+}
+
+// StartBrokerAt is StartBroker listening on listen (empty: a free loopback
+// port) and, when dataDir is set, persisting its topics there: stopping it
+// and starting it again on the same address and directory is a broker
+// restart that keeps every record.
+func StartBrokerAt(listen, dataDir string) (addr string, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(self, childFlag)
+	args := []string{childFlag}
+	if listen != "" || dataDir != "" {
+		args = append(args, cmp.Or(listen, "127.0.0.1:0"))
+	}
+	if dataDir != "" {
+		args = append(args, dataDir)
+	}
+	cmd := exec.Command(self, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", nil, err

@@ -1,0 +1,559 @@
+// Command chaos is the crash/restart audit: it runs `turbinesql serve` as a
+// child process against a kfake broker in its own process, declares one
+// stream per (window kind × plan) — TUMBLE, HOP, SESSION, EMIT EVERY and
+// an upsert stream, each local and repartition, and TUMBLE combine —
+// produces input continuously from outside, and meanwhile kills the server
+// N times at random moments (SIGKILL mostly, some clean SIGTERM stops;
+// optionally broker restarts), restarting it on the same data dir. At the
+// end it closes every window, FLUSHes, reads every output topic from its
+// start, and audits every pane against an independent computation from
+// the produced rows: lost, wrong (last value of a (key, window) differs),
+// duplicated (allowed under at-least-once, counted), unexpected, and late
+// rows (the input makes none possible). It exits 1 if anything is lost,
+// wrong, unexpected or late, 2 if the harness itself failed.
+//
+//	go run ./ci/chaos -faults 15 -seconds 180 -seed 42
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turbinesql/turbinesql/bench/harness"
+)
+
+type options struct {
+	bin                  string
+	faults, brokerFaults int
+	seconds              float64
+	seed                 uint64
+	rate                 int
+	parts                int
+	termShare            float64
+	finalRestart         bool
+	keep, verbose        bool
+	flushTimeout         time.Duration
+}
+
+func main() {
+	harness.MaybeRunBroker()
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/turbinesql", "the turbinesql binary to run (make chaos builds it)")
+	flag.IntVar(&o.faults, "faults", 15, "server faults: SIGKILL or clean SIGTERM, each followed by a restart on the same data dir")
+	flag.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs")
+	flag.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock); the faults fall within it")
+	flag.Uint64Var(&o.seed, "seed", 0, "seed of the input and the fault schedule (0: pick one and print it)")
+	flag.IntVar(&o.rate, "rate", 400, "input rows per second, over all source partitions")
+	flag.IntVar(&o.parts, "partitions", 4, "source partitions (must divide 960)")
+	flag.Float64Var(&o.termShare, "sigterm", 0.25, "share of server faults that are clean SIGTERM stops instead of SIGKILL")
+	flag.BoolVar(&o.finalRestart, "final-restart", true, "after the final FLUSH, stop cleanly, restart and FLUSH again before reading the outputs (a restart must change no result)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (data, logs) even when the audit passes")
+	flag.BoolVar(&o.verbose, "v", false, "print every fault and example panes of every stream")
+	flag.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
+	flag.Parse()
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+	}
+	code, err := run(o)
+	var ef engineFailure
+	switch {
+	case errors.As(err, &ef):
+		fmt.Println("chaos: FAILED:", err)
+		code = 1
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		code = 2
+	}
+	os.Exit(code)
+}
+
+// engineFailure is an error of the server, not of the harness: it could
+// not restart, or FLUSH failed. The run fails (exit 1) as an audit does.
+type engineFailure struct{ error }
+
+func (e engineFailure) Unwrap() error { return e.error }
+
+// chaos is one run's moving parts.
+type chaos struct {
+	o       options
+	rng     *rand.Rand
+	start   time.Time
+	cfg     serverConfig
+	brokers string
+	stopBrk func()
+	work    string
+
+	mu        sync.Mutex
+	cur       *server
+	run       int
+	late      map[int]map[string]lateSeen // server run → stream → late counts last seen
+	status    map[string]string
+	unplanned []string // exits nobody asked for
+
+	killed, termed, brokerRestarts int
+	prod                           *producer
+}
+
+// lateSeen is what one server run reported late for a stream: SHOW
+// STREAMS's late_rows and the /metrics late counters.
+type lateSeen struct{ show, metric int64 }
+
+func (c *chaos) logf(format string, args ...any) {
+	fmt.Printf("[%6.1fs] %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(o options) (int, error) {
+	ctx := context.Background()
+	if _, err := os.Stat(o.bin); err != nil {
+		return 0, fmt.Errorf("%w (build it: make build)", err)
+	}
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return 0, err
+	}
+	work, err := os.MkdirTemp("", "turbinesql-chaos-")
+	if err != nil {
+		return 0, err
+	}
+	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
+		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
+	fmt.Printf("chaos: seed %d (replay: go run ./ci/chaos -seed %d -faults %d -broker-restarts %d -seconds %g -rate %d -partitions %d)\n",
+		o.seed, o.seed, o.faults, o.brokerFaults, o.seconds, o.rate, o.parts)
+	fmt.Printf("chaos: work dir %s\n", work)
+	code, err := c.main(ctx, bin)
+	if c.stopBrk != nil {
+		c.stopBrk()
+	}
+	if code == 0 && err == nil && !o.keep {
+		os.RemoveAll(work)
+	} else {
+		fmt.Printf("chaos: kept %s (server.log: the server's log across runs)\n", work)
+	}
+	return code, err
+}
+
+func (c *chaos) main(ctx context.Context, bin string) (int, error) {
+	o := c.o
+	var err error
+	brokerDir := filepath.Join(c.work, "broker")
+	c.brokers, c.stopBrk, err = harness.StartBrokerAt("127.0.0.1:0", brokerDir)
+	if err != nil {
+		return 0, err
+	}
+	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log")}
+	if err := c.restart(ctx); err != nil {
+		return 0, err
+	}
+	streams := specs()
+	if err := c.declare(ctx, streams); err != nil {
+		return 0, err
+	}
+	c.logf("broker %s (own process), server %s, %d streams", c.brokers, c.cur.pgAddr, len(streams))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	w := &workload{parts: o.parts, keys: newKeys(o.parts), rng: rand.New(rand.NewPCG(o.seed, 2))}
+	prod := &producer{cl: cl, topic: "ev", w: w}
+	c.prod = prod
+	interval := time.Duration(float64(time.Second) * float64(rowsPerPart*o.parts) / float64(o.rate))
+	pctx, stopProducing := context.WithCancel(ctx)
+	prodErr := make(chan error, 1)
+	go func() { prodErr <- prod.run(pctx, interval) }()
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() { c.poll(pollCtx); close(polled) }()
+
+	if err := c.faults(ctx, prodErr); err != nil {
+		stopProducing()
+		stopPolling()
+		return 0, err
+	}
+	stopProducing()
+	if err := <-prodErr; err != nil {
+		stopPolling()
+		return 0, err
+	}
+	_, ticks := prod.produced()
+	if err := prod.send(ctx, w.final(ticks)); err != nil {
+		stopPolling()
+		return 0, err
+	}
+	rows, _ := prod.produced()
+	c.logf("produced %d rows in %d ticks (event time %s), then one closing row per partition", len(rows), ticks,
+		time.Duration(ticks*tickMs)*time.Millisecond)
+
+	if err := c.ensureUp(ctx); err != nil {
+		stopPolling()
+		return 0, err
+	}
+	if err := c.flush(ctx); err != nil {
+		stopPolling()
+		return 0, err
+	}
+	if o.finalRestart {
+		c.logf("final clean restart, then FLUSH with no new input")
+		if err := c.fault(ctx, syscall.SIGTERM); err != nil {
+			stopPolling()
+			return 0, err
+		}
+		if err := c.flush(ctx); err != nil {
+			stopPolling()
+			return 0, err
+		}
+	}
+	stopPolling()
+	<-polled
+	if err := c.pollOnce(ctx); err != nil { // exact figures of the last run
+		return 0, err
+	}
+
+	wm := base + ticks*tickMs + finalGapMs - delayMs
+	var vs []verdict
+	for _, s := range streams {
+		v, err := c.auditStream(ctx, s, rows, wm)
+		if err != nil {
+			return 0, err
+		}
+		vs = append(vs, v)
+	}
+	c.logf("read and audited %d streams", len(vs))
+	faults := c.killed + c.termed + c.brokerRestarts
+	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts", c.killed, c.termed, c.brokerRestarts)
+	if o.finalRestart {
+		fmt.Print(" (plus the final clean restart)")
+	}
+	fmt.Printf("; %d input rows; seed %d\n\n", len(rows), o.seed)
+	printTable(os.Stdout, vs, faults)
+	failed := false
+	for _, v := range vs {
+		if v.failed() || o.verbose {
+			for _, e := range v.examples {
+				fmt.Printf("  %s: %s\n", v.spec.name, e)
+			}
+		}
+		failed = failed || v.failed()
+	}
+	for _, u := range c.unplanned {
+		fmt.Println("  server exited by itself:", u)
+		failed = true
+	}
+	if failed {
+		fmt.Println("\nchaos: FAILED (lost, wrong, unexpected or late panes, a stream not running, or an unplanned exit)")
+		return 1, nil
+	}
+	fmt.Println("\nchaos: ok")
+	return 0, nil
+}
+
+// declare creates the source and the audited streams.
+func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
+	conn, err := c.cur.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	stmts := []string{fmt.Sprintf(sourceSQL, delayMs, c.o.parts, idleTimeout)}
+	for _, s := range streams {
+		stmts = append(stmts, s.sql())
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// faults spreads the server faults and broker restarts at random moments
+// of the production time and carries them out, restarting the server
+// after each at once or after a short gap (far below idle_timeout).
+func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
+	type event struct {
+		at     time.Duration
+		broker bool
+	}
+	total := time.Duration(c.o.seconds * float64(time.Second))
+	var evs []event
+	for i := 0; i < c.o.faults+c.o.brokerFaults; i++ {
+		at := time.Duration((0.05 + 0.9*c.rng.Float64()) * float64(total))
+		evs = append(evs, event{at: at, broker: i >= c.o.faults})
+	}
+	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	evs = append(evs, event{at: total}) // the end of production
+	for i, ev := range evs {
+		// At least a moment of uptime after a restart, so a fault hits a
+		// server that is processing (sometimes still catching up).
+		minUp := time.Now().Add(time.Duration(200+c.rng.IntN(1300)) * time.Millisecond)
+		for time.Since(c.start) < ev.at || time.Now().Before(minUp) {
+			select {
+			case err := <-prodErr:
+				if err == nil {
+					err = errors.New("producer stopped")
+				}
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+			if err := c.ensureUp(ctx); err != nil {
+				return err
+			}
+		}
+		if i == len(evs)-1 {
+			return nil
+		}
+		if ev.broker {
+			if err := c.restartBroker(); err != nil {
+				return err
+			}
+			continue
+		}
+		sig := syscall.SIGKILL
+		if c.rng.Float64() < c.o.termShare {
+			sig = syscall.SIGTERM
+		}
+		if err := c.fault(ctx, sig); err != nil {
+			return err
+		}
+		if sig == syscall.SIGKILL {
+			c.killed++
+		} else {
+			c.termed++
+		}
+	}
+	return nil
+}
+
+// fault stops the server with sig and restarts it, after a gap of up to
+// 3 s.
+func (c *chaos) fault(ctx context.Context, sig syscall.Signal) error {
+	c.mu.Lock()
+	s, run := c.cur, c.run
+	c.cur = nil
+	c.mu.Unlock()
+	t0 := time.Now()
+	if err := s.stop(sig, 60*time.Second); err != nil {
+		c.mu.Lock()
+		c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v", run, err))
+		c.mu.Unlock()
+	}
+	gap := time.Duration(c.rng.IntN(3000)) * time.Millisecond
+	time.Sleep(gap)
+	if err := c.restart(ctx); err != nil {
+		return err
+	}
+	c.logf("%s server run %d at input event time %s, down %s, run %d up", sigName(sig), run, c.eventTime(),
+		time.Since(t0).Round(time.Millisecond), c.run)
+	return nil
+}
+
+// eventTime is the event time the producer has reached, to tie a fault
+// to the windows it may have disturbed.
+func (c *chaos) eventTime() string {
+	if c.prod == nil {
+		return "-"
+	}
+	_, ticks := c.prod.produced()
+	return time.UnixMilli(base + ticks*tickMs).UTC().Format("15:04:05")
+}
+
+func sigName(sig syscall.Signal) string {
+	if sig == syscall.SIGKILL {
+		return "SIGKILL"
+	}
+	return "SIGTERM"
+}
+
+// restart starts the next server run.
+func (c *chaos) restart(ctx context.Context) error {
+	c.mu.Lock()
+	c.run++
+	run := c.run
+	c.mu.Unlock()
+	s, err := startServer(ctx, c.cfg, run)
+	if err != nil {
+		return engineFailure{fmt.Errorf("server run %d: %w", run, err)}
+	}
+	c.mu.Lock()
+	c.cur = s
+	c.mu.Unlock()
+	return nil
+}
+
+// ensureUp restarts a server that exited without being asked to, and
+// records it: that is an engine failure.
+func (c *chaos) ensureUp(ctx context.Context) error {
+	c.mu.Lock()
+	s, run := c.cur, c.run
+	c.mu.Unlock()
+	if s != nil && s.alive() {
+		return nil
+	}
+	c.mu.Lock()
+	c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v (see server.log)", run, s.err))
+	c.mu.Unlock()
+	c.logf("server run %d exited by itself: %v; restarting", run, s.err)
+	return c.restart(ctx)
+}
+
+// restartBroker stops the broker cleanly (it persists its log) and starts
+// it again on the same port and data dir while the server keeps running.
+func (c *chaos) restartBroker() error {
+	t0 := time.Now()
+	c.stopBrk()
+	c.stopBrk = nil
+	time.Sleep(time.Second)
+	addr, stop, err := harness.StartBrokerAt(c.brokers, filepath.Join(c.work, "broker"))
+	if err != nil {
+		return fmt.Errorf("broker restart: %w", err)
+	}
+	if addr != c.brokers {
+		stop()
+		return fmt.Errorf("broker came back on %s, not %s", addr, c.brokers)
+	}
+	c.stopBrk = stop
+	c.brokerRestarts++
+	c.logf("broker restarted at input event time %s (down %s)", c.eventTime(), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// flush runs FLUSH on the current server.
+func (c *chaos) flush(ctx context.Context) error {
+	t0 := time.Now()
+	fctx, cancel := context.WithTimeout(ctx, c.o.flushTimeout)
+	defer cancel()
+	conn, err := c.cur.connect(fctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(fctx, "FLUSH"); err != nil {
+		return engineFailure{fmt.Errorf("FLUSH: %w", err)}
+	}
+	c.logf("FLUSH took %s", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// poll reads SHOW STREAMS every second, keeping each server run's last
+// late_rows per stream: the counter starts from zero at every start, so
+// the run's total is the sum over runs (a SIGKILL loses at most the last
+// second's increase; the late-data topics keep every late row).
+func (c *chaos) poll(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		_ = c.pollOnce(ctx)
+	}
+}
+
+func (c *chaos) pollOnce(ctx context.Context) error {
+	c.mu.Lock()
+	s, run := c.cur, c.run
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	conn, err := s.connect(qctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(qctx)
+	rows, err := conn.Query(qctx, "SHOW STREAMS")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return err
+		}
+		name, _ := vals[0].(string)
+		status, _ := vals[4].(string)
+		late, _ := vals[7].(int64)
+		if e, _ := vals[11].(string); e != "" {
+			status += ": " + e
+		}
+		c.mu.Lock()
+		l := c.seen(run, name)
+		l.show = max(l.show, late)
+		c.late[run][name] = l
+		c.status[name] = status
+		c.mu.Unlock()
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m, err := lateFromMetrics(qctx, s.metricsURL)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, n := range m {
+		l := c.seen(run, name)
+		l.metric = max(l.metric, n)
+		c.late[run][name] = l
+	}
+	return nil
+}
+
+// seen is run's late counts of a stream; c.mu held.
+func (c *chaos) seen(run int, name string) lateSeen {
+	if c.late[run] == nil {
+		c.late[run] = map[string]lateSeen{}
+	}
+	return c.late[run][name]
+}
+
+// auditStream reads a stream's output and late-data topics and audits it.
+func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm int64) (verdict, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	recs, err := readTopic(rctx, c.brokers, s.topic())
+	if err != nil {
+		return verdict{}, err
+	}
+	got := make([]pane, 0, len(recs))
+	for _, r := range recs {
+		p, err := parsePane(s, r.Value)
+		if err != nil {
+			return verdict{}, fmt.Errorf("stream %s: %w", s.name, err)
+		}
+		got = append(got, p)
+	}
+	v := audit(s, got, expected(s, rows, wm))
+	if lt := s.lateTopic(); lt != "" {
+		late, err := readTopic(rctx, c.brokers, lt)
+		if err != nil {
+			return verdict{}, err
+		}
+		v.lateTopic = int64(len(late))
+	}
+	c.mu.Lock()
+	for _, perRun := range c.late {
+		v.late += perRun[s.name].show
+		v.lateMetric += perRun[s.name].metric
+	}
+	v.status = c.status[s.name]
+	c.mu.Unlock()
+	return v, nil
+}
