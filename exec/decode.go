@@ -1,8 +1,10 @@
 package exec
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,6 +21,15 @@ type DecodeError struct {
 	Err   error
 }
 
+// EncodingError is TEXT that is not valid UTF-8, or a JSON \u escape of a
+// lone UTF-16 surrogate (no character at all): PostgreSQL's 22021.
+type EncodingError struct{ Msg string }
+
+func (e *EncodingError) Error() string { return e.Msg }
+
+// SQLState is PostgreSQL's character_not_in_repertoire.
+func (e *EncodingError) SQLState() string { return "22021" }
+
 // JSONDecoder turns JSON object records into Arrow record batches of a fixed
 // schema. Missing fields and JSON null are NULL; a value of the wrong type or
 // a record that is not a JSON object is a DecodeError, and that record adds
@@ -30,6 +41,9 @@ type JSONDecoder struct {
 	p      fastjson.Parser
 	scr    []scratch
 	skip   []bool // by column: never read from the JSON (always NULL)
+	// escapes: the record being decoded has a \u escape somewhere.
+	escapes bool
+	esc     []byte // a TEXT literal as written, for checkSurrogates
 }
 
 type scratch struct {
@@ -117,6 +131,11 @@ func (d *JSONDecoder) row(raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("not JSON: %w", err)
 	}
+	// fastjson passes a lone surrogate escape (\ud800) through as the six
+	// characters, as if the JSON had said \\ud800: records with any \u
+	// escape have their TEXT values' escapes checked (the rest, nearly
+	// all, skip the check).
+	d.escapes = bytes.Contains(raw, []byte(`\u`))
 	obj, err := v.Object()
 	if err != nil {
 		return fmt.Errorf("not a JSON object")
@@ -129,6 +148,15 @@ func (d *JSONDecoder) row(raw []byte) error {
 			continue
 		}
 		fv := obj.Get(f.Name)
+		if fv != nil && f.Type == types.Text && d.escapes {
+			// Before anything asks fv its type: that unescapes it in place.
+			d.esc = fv.MarshalTo(d.esc[:0])
+			if len(d.esc) > 0 && d.esc[0] == '"' {
+				if err := checkSurrogates(d.esc); err != nil {
+					return fmt.Errorf("field %q: %w", f.Name, err)
+				}
+			}
+		}
 		if fv == nil || fv.Type() == fastjson.TypeNull {
 			s.null = true
 			continue
@@ -174,6 +202,9 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 			return fmt.Errorf("want TEXT, got %s", v.Type())
 		}
 		s.raw = v.GetStringBytes() // valid until the next record is parsed
+		if !utf8.Valid(s.raw) {
+			return &EncodingError{Msg: "invalid UTF-8 in TEXT"}
+		}
 	case types.Bool:
 		switch v.Type() {
 		case fastjson.TypeTrue:
@@ -201,6 +232,59 @@ func decodeValue(v *fastjson.Value, t types.Type, s *scratch) error {
 		}
 	}
 	return nil
+}
+
+// checkSurrogates refuses a JSON string literal (as written, quotes
+// included) with a \u escape of a UTF-16 surrogate that is not half of a
+// high-low pair.
+func checkSurrogates(lit []byte) error {
+	for i := 0; i+1 < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		if lit[i+1] != 'u' || i+6 > len(lit) {
+			i++ // another escape: skip its character
+			continue
+		}
+		r, ok := hex4(lit[i+2 : i+6])
+		if !ok {
+			return &EncodingError{Msg: "bad \\u escape in TEXT"}
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return &EncodingError{Msg: fmt.Sprintf("lone UTF-16 surrogate \\u%04x in TEXT", r)}
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+12 > len(lit) || lit[i+6] != '\\' || lit[i+7] != 'u' {
+				return &EncodingError{Msg: fmt.Sprintf("lone UTF-16 surrogate \\u%04x in TEXT", r)}
+			}
+			lo, ok := hex4(lit[i+8 : i+12])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return &EncodingError{Msg: fmt.Sprintf("lone UTF-16 surrogate \\u%04x in TEXT", r)}
+			}
+			i += 11
+			continue
+		}
+		i += 5
+	}
+	return nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // jsonInt reads a JSON number as an int64. Integral values written as 1.0

@@ -1,9 +1,12 @@
 package exec
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/turbinesql/turbinesql/types"
 )
 
 func TestDecodeJSONValues(t *testing.T) {
@@ -59,5 +62,39 @@ func TestDecodeJSONValues(t *testing.T) {
 				t.Errorf("%s: got %#v, want %#v", c.rec, got, c.want)
 			}
 		}()
+	}
+}
+
+// TestDecodeRefusesBadText: TEXT that is not valid UTF-8, or a \u escape
+// of a lone surrogate, is an encoding error (22021), never copied raw into
+// a column; escaped backslashes and real surrogate pairs are text.
+func TestDecodeRefusesBadText(t *testing.T) {
+	d := NewJSONDecoder(types.Schema{{Name: "s", Type: types.Text}}, nil)
+	cases := []struct {
+		in   string
+		want string // "" for an error
+	}{
+		{`{"s": "plain"}`, "plain"},
+		{`{"s": "x\ud83d\ude00"}`, "x😀"},
+		{`{"s": "\\ud800"}`, `\ud800`},
+		{`{"s": "\ud800"}`, ""},
+		{`{"s": "\udc00x"}`, ""},
+		{`{"s": "\ud800\u0041"}`, ""},
+		{"{\"s\": \"\xff\xfe\"}", ""},
+		{`{"s": "caf\u00e9"}`, "café"},
+	}
+	for _, c := range cases {
+		rec, ok, errs := d.Decode([][]byte{[]byte(c.in)})
+		if c.want == "" {
+			var ee *EncodingError
+			if len(errs) != 1 || !errors.As(errs[0].Err, &ee) || ee.SQLState() != "22021" {
+				t.Errorf("%s: errors %v, want an encoding error", c.in, errs)
+			}
+		} else if len(ok) != 1 || len(errs) != 0 {
+			t.Errorf("%s: errors %v", c.in, errs)
+		} else if got := BatchOf(rec, types.Schema{{Name: "s", Type: types.Text}}).Cols[0].S[0]; got != c.want {
+			t.Errorf("%s: %q, want %q", c.in, got, c.want)
+		}
+		rec.Release()
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -50,7 +51,12 @@ func (s *Server) query(ctx context.Context, st *sql.Select, text string) (*pgwir
 		defer rec.Release()
 		if len(derrs) > 0 && policy == "fail" {
 			r := chunk[derrs[0].Index]
-			return sql.Errorf("22P02", "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err).
+			code := "22P02" // invalid_text_representation
+			var enc *exec.EncodingError
+			if errors.As(derrs[0].Err, &enc) {
+				code = enc.SQLState()
+			}
+			return sql.Errorf(code, "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err).
 				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", p.Input.Name)
 		}
 		b := exec.BatchOf(rec, p.Input.Schema)
