@@ -28,6 +28,9 @@ type Source struct {
 	Observe func(*exec.Batch)
 	// DLQ knows the partition count of a dead-letter topic.
 	DLQ func(ctx context.Context, topic string) int
+	// Letters, when set, makes each dead letter written once among the
+	// stages reading the source.
+	Letters *DeadLetters
 	// CountIn counts the records into the stream's records_in.
 	CountIn bool
 
@@ -117,6 +120,9 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 		n := int32(s.DLQ(ctx, dlq))
 		for _, de := range derrs {
 			src := recs[de.Index]
+			if s.Letters != nil && !s.Letters.Claim(s.Input.Source.Name, src.Partition, src.Offset) {
+				continue // another stage reading the source wrote it
+			}
 			env.Out.Produce(ctx, &kafkaio.Record{
 				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
 				Headers: []kafkaio.Header{
@@ -125,6 +131,7 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(src.Partition)))},
 					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(src.Offset, 10))},
 					{Key: "turbine.stream", Value: []byte(env.Name)},
+					{Key: "turbine.source", Value: []byte(s.Input.Source.Name)},
 				},
 			})
 		}

@@ -64,6 +64,7 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
 			return nil, err
 		}
+		s.seedDeadLetters(ctx, src)
 	}
 	s.mu.Lock()
 	err = s.cat.ReplaceSource(src)

@@ -141,6 +141,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 	if err := s.cat.AddSource(src, persist); err != nil {
 		return nil, err
 	}
+	s.seedDeadLetters(ctx, src)
 	s.sampleSource(src)
 	return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
 }

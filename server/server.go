@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,6 +116,7 @@ type Server struct {
 	sourceStats map[string]*sourceStats // by source name
 	dlqMu       sync.Mutex
 	dlqParts    map[string]int
+	letters     *dataflow.DeadLetters // each dead letter written once
 
 	clog     *catalogLog
 	replayed atomic.Bool // the catalog has been replayed (for /readyz)
@@ -143,7 +145,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
-		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{}}
+		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{},
+		letters: dataflow.NewDeadLetters()}
 	pgOpts, err := s.pgwireSecurity()
 	if err != nil {
 		return nil, err
@@ -297,6 +300,36 @@ func (s *Server) Close() {
 	}
 	if s.broker != nil {
 		s.broker.Close()
+	}
+}
+
+// seedDeadLetters records which records of src its dead-letter topic
+// already holds, so no stage writes them again after a restart.
+func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
+	if src.OnError != "dlq" {
+		return
+	}
+	err := s.kafka.ReadTail(ctx, src.DLQTopic, 100_000, func(r *kafkaio.Record) error {
+		var name, part, off string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case "turbine.source":
+				name = string(h.Value)
+			case "turbine.source.partition":
+				part = string(h.Value)
+			case "turbine.source.offset":
+				off = string(h.Value)
+			}
+		}
+		p, err1 := strconv.ParseInt(part, 10, 32)
+		o, err2 := strconv.ParseInt(off, 10, 64)
+		if name == src.Name && err1 == nil && err2 == nil {
+			s.letters.Seen(src.Name, int32(p), o)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("cannot read the dead-letter topic: records dead-lettered before may be written again", "topic", src.DLQTopic, "err", err)
 	}
 }
 

@@ -51,6 +51,9 @@ type sharedHop struct {
 	topic string
 	outN  int
 	refs  int
+	// stats: the records the hop could not decode (skipped or
+	// dead-lettered) count for every stream behind it.
+	stats *dataflow.Stats
 }
 
 // status is what SHOW STREAMS prints of a stream's health: running, or
@@ -172,7 +175,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			OnResize: final.OnResize,
 			Ops: func(int32) []dataflow.Op {
 				return []dataflow.Op{
-					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions},
+					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true,
+						DLQ: s.dlqPartitions, Letters: s.letters},
 					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb},
 				}
 			},
@@ -191,7 +195,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	default:
 		final.Ops = func(int32) []dataflow.Op {
 			return append([]dataflow.Op{&dataflow.Source{Input: p.Input, TimeIdx: tsIdx, NeedsSeq: p.NeedsSeq,
-				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions}}, tail()...)
+				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions, Letters: s.letters}}, tail()...)
 		}
 	}
 	st, err := dataflow.StartStage(ctx, final, deps)
@@ -246,6 +250,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
 	}
 	rel := &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, Source: src}
+	stats := &dataflow.Stats{}
 	tsIdx, delay := -1, int64(0)
 	if wm := src.Watermark; wm != nil {
 		tsIdx, delay = src.Schema.Index(wm.Column), wm.DelayMs
@@ -253,11 +258,11 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	colIdx := src.Schema.Index(column)
 	cfg := dataflow.StageConfig{
 		Name: topic, State: "__hop/" + topic, Group: topic,
-		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: &dataflow.Stats{},
+		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: stats,
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
 		Ops: func(int32) []dataflow.Op {
 			return []dataflow.Op{
-				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions},
+				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions, Letters: s.letters},
 				&dataflow.Exchange{Topic: topic, Partitions: nOut, Col: colIdx},
 			}
 		},
@@ -266,7 +271,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	if err != nil {
 		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
 	}
-	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1}
+	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1, stats: stats}
 	s.hops[topic] = h
 	return h, nil
 }
