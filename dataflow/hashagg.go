@@ -136,7 +136,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 		n := int32(h.DLQ(ctx, topic))
 		for _, row := range late {
 			src := b.Recs[b.Src[row]]
-			env.Out.Produce(ctx, &kafkaio.Record{
+			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
 				Headers: []kafkaio.Header{
 					{Key: "turbine.stream", Value: []byte(env.Name)},
@@ -146,7 +146,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(src.Partition)))},
 					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(src.Offset, 10))},
 				},
-			})
+			}, func(r *kafkaio.Record) { env.Out.Produce(ctx, Truncated(r)) })
 		}
 	}
 	env.Metrics.LateRows.WithLabelValues(env.Name, action).Add(float64(len(late)))

@@ -112,6 +112,9 @@ func (c *Commit) Restart(off int64) {
 // waits until Kafka acknowledged them.
 type Producer interface {
 	Produce(ctx context.Context, rec *kafkaio.Record)
+	// ProduceOr hands a record its topic refuses as too large to tooLarge
+	// instead of failing the commit.
+	ProduceOr(ctx context.Context, rec *kafkaio.Record, tooLarge func(*kafkaio.Record))
 }
 
 // Store is what tasks and operators need of the state store.

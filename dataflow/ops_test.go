@@ -28,6 +28,10 @@ type memOut struct{ recs []*kafkaio.Record }
 
 func (m *memOut) Produce(_ context.Context, r *kafkaio.Record) { m.recs = append(m.recs, r) }
 
+func (m *memOut) ProduceOr(ctx context.Context, r *kafkaio.Record, _ func(*kafkaio.Record)) {
+	m.Produce(ctx, r)
+}
+
 func (m *memOut) take() []*kafkaio.Record {
 	out := m.recs
 	m.recs = nil

@@ -2,6 +2,7 @@ package dataflow
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -14,11 +15,24 @@ import (
 // Java producer would); a row without one is spread round robin. With
 // MessageKey set, every row is keyed by that TEXT column's value (NULL:
 // unkeyed), whatever key the row had.
+//
+// An output record larger than the topic accepts follows the input
+// source's on_error: skipped and counted, dead-lettered (cut to fit, with a
+// header saying so), or failing the stream.
 type Sink struct {
 	Topic      string
 	Partitions int
 	Schema     types.Schema
 	MessageKey string
+	// OnError and DLQTopic are the input source's ("fail" for a stream's
+	// output); DLQ knows the dead-letter topic's partition count.
+	OnError  string
+	DLQTopic string
+	DLQ      func(ctx context.Context, topic string) int
+	// MaxBytes is the output topic's max.message.bytes (0: unknown): a
+	// larger record is handled before it is sent, so it cannot take the
+	// records batched with it down too.
+	MaxBytes int
 
 	env *Env
 	mk  int // index of MessageKey in Schema, -1: none
@@ -57,13 +71,73 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 			rec.Partition = int32(s.rr % s.Partitions)
 			s.rr++
 		}
-		s.env.Out.Produce(ctx, rec)
+		if size := len(rec.Key) + len(rec.Value) + recordOverhead; s.MaxBytes > 0 && size > s.MaxBytes {
+			if s.OnError != "skip" && s.OnError != "dlq" {
+				return nil, fmt.Errorf("output record of %d bytes is larger than topic %s accepts (max.message.bytes %d): set on_error = 'skip' or 'dlq' on the source to pass over such rows",
+					size, s.Topic, s.MaxBytes)
+			}
+			s.env.Stats.Out.Add(1)
+			s.tooLarge(ctx, rec)
+			continue
+		}
+		switch s.OnError {
+		case "skip", "dlq":
+			s.env.Out.ProduceOr(ctx, rec, func(r *kafkaio.Record) { s.tooLarge(ctx, r) })
+		default:
+			s.env.Out.Produce(ctx, rec)
+		}
 	}
 	if n := len(b.Rows); n > 0 {
 		s.env.Metrics.RecordsOut.WithLabelValues(s.env.Name).Add(float64(n))
 		s.env.Stats.Out.Add(int64(n))
 	}
 	return nil, nil
+}
+
+// tooLarge handles an output record the topic refused as too large.
+func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
+	env := s.env
+	size := len(r.Key) + len(r.Value)
+	env.Log.Warn("output record larger than its topic accepts", "topic", r.Topic, "bytes", size, "on_error", s.OnError)
+	env.Stats.Out.Add(-1) // counted when sent; it was not written
+	if s.OnError == "skip" {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, "skip").Inc()
+		env.Stats.Skipped.Add(1)
+		return
+	}
+	n := int32(s.DLQ(ctx, s.DLQTopic))
+	dl := &kafkaio.Record{Topic: s.DLQTopic, Key: r.Key, Value: r.Value, Partition: r.Partition % n,
+		Headers: []kafkaio.Header{
+			{Key: "turbine.error", Value: []byte(fmt.Sprintf("output record of %d bytes is larger than topic %s accepts", size, r.Topic))},
+			{Key: "turbine.stream", Value: []byte(env.Name)},
+			{Key: "turbine.output.topic", Value: []byte(r.Topic)},
+		}}
+	env.Out.ProduceOr(ctx, dl, func(d *kafkaio.Record) { env.Out.Produce(ctx, Truncated(d)) })
+	env.Metrics.DecodeErrors.WithLabelValues(env.Name, "dlq").Inc()
+	env.Stats.DLQ.Add(1)
+}
+
+// recordOverhead bounds what Kafka adds to a record's key and value in a
+// batch of one (framing, varints, timestamp), for the size check.
+const recordOverhead = 128
+
+// TruncatedBytes is how much of a key and of a value a record cut to fit
+// keeps.
+const TruncatedBytes = 16 << 10
+
+// Truncated is a copy of r cut to fit any topic: key and value keep their
+// first TruncatedBytes, and turbine.truncated gives their original sizes.
+func Truncated(r *kafkaio.Record) *kafkaio.Record {
+	c := *r
+	c.Headers = append(append([]kafkaio.Header{}, r.Headers...),
+		kafkaio.Header{Key: "turbine.truncated", Value: []byte(fmt.Sprintf("key %d bytes, value %d bytes", len(r.Key), len(r.Value)))})
+	if len(c.Key) > TruncatedBytes {
+		c.Key = c.Key[:TruncatedBytes]
+	}
+	if len(c.Value) > TruncatedBytes {
+		c.Value = c.Value[:TruncatedBytes]
+	}
+	return &c
 }
 
 func (s *Sink) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }

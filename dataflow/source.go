@@ -123,7 +123,7 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 			if s.Letters != nil && !s.Letters.Claim(s.Input.Source.Name, src.Partition, src.Offset) {
 				continue // another stage reading the source wrote it
 			}
-			env.Out.Produce(ctx, &kafkaio.Record{
+			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
 				Headers: []kafkaio.Header{
 					{Key: "turbine.error", Value: []byte(de.Err.Error())},
@@ -133,7 +133,7 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 					{Key: "turbine.stream", Value: []byte(env.Name)},
 					{Key: "turbine.source", Value: []byte(s.Input.Source.Name)},
 				},
-			})
+			}, func(r *kafkaio.Record) { env.Out.Produce(ctx, Truncated(r)) })
 		}
 		env.Metrics.DecodeErrors.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
 		env.Stats.DLQ.Add(int64(len(derrs)))

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -49,6 +51,7 @@ func StartEmbedded(addr, dir string) (*Embedded, error) {
 // producer that places every record itself (ManualPartitioner), so keyed
 // records land where Kafka's Java client would put them.
 type Client struct {
+	aloneMu sync.Mutex // one record at a time (produceAlone)
 	brokers []string
 	conn    *Conn // brokers, SASL and TLS: every client is built from it
 	cl      *kgo.Client
@@ -63,6 +66,9 @@ func New(conn *Conn) (*Client, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// The broker's max.message.bytes of each topic decides what fits;
+		// the client's own 1 MB default would refuse large records first.
+		kgo.ProducerBatchMaxBytes(MaxRecordBytes),
 		kgo.MetadataMinAge(250*time.Millisecond),
 	)...)
 	if err != nil {
@@ -106,6 +112,41 @@ func (k *Client) Partitions(ctx context.Context, topic string) (int, error) {
 		return 0, fmt.Errorf("describe topic %s: %w", topic, t.Err)
 	}
 	return len(t.Partitions), nil
+}
+
+// MaxRecordBytes is the largest record batch the engine's producer sends.
+const MaxRecordBytes = 64 << 20
+
+// MaxMessageBytes is topic's max.message.bytes (the broker's default when
+// the topic sets none).
+func (k *Client) MaxMessageBytes(ctx context.Context, topic string) (int, error) {
+	rcs, err := k.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			n, err := strconv.Atoi(*c.Value)
+			if err != nil {
+				return 0, fmt.Errorf("max.message.bytes of %s: %w", topic, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("max.message.bytes of %s: not reported", topic)
+}
+
+// IsTooLarge reports whether a produce failed because the record is larger
+// than its topic (or the producer) accepts.
+func IsTooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
 // EnsureTopic creates topic with n partitions if missing and returns its

@@ -61,7 +61,7 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 		if err := topicOptions(cs.Options, [2]string{"dlq_topic", src.DLQTopic}); err != nil {
 			return nil, err
 		}
-		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
+		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, s.sizedLike(ctx, src.Topic)); err != nil {
 			return nil, err
 		}
 		s.seedDeadLetters(ctx, src)

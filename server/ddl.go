@@ -134,7 +134,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 			WithPos(st.Options["partitions"].Pos).WithHint("declare partitions = %d, or omit partitions to take the topic as it is", have)
 	}
 	if src.OnError == "dlq" {
-		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, nil); err != nil {
+		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, s.sizedLike(ctx, src.Topic)); err != nil {
 			return nil, err
 		}
 	}
@@ -303,6 +303,11 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 			WithPos(o["partitions"].Pos)
 	}
 	spec.outN = have
+	if late := def.Options.LateDataTopic; late != "" {
+		if _, err := s.kafka.EnsureTopic(ctx, late, 1, s.sizedLike(ctx, p.Input.Topic)); err != nil {
+			return spec, err
+		}
+	}
 	switch p.Strategy {
 	case planner.StrategyRepartition:
 		if spec.nRep, err = o.Count("repartition_partitions"); err != nil {

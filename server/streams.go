@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,24 @@ func (r *stream) status() (string, error) {
 	return "running", nil
 }
 
+// recordHeadroom is what a topic holding copies of another's records
+// (dead letters, late rows, a repartition hop's) adds to its
+// max.message.bytes for the headers the copies carry.
+const recordHeadroom = 64 << 10
+
+// sizedLike is the config of a topic that must hold any record of topic
+// (its max.message.bytes plus headroom); nil (broker defaults) when that
+// cannot be read.
+func (s *Server) sizedLike(ctx context.Context, topic string) map[string]*string {
+	n, err := s.kafka.MaxMessageBytes(ctx, topic)
+	if err != nil {
+		s.log.Warn("cannot read max.message.bytes; creating with the broker's default", "of", topic, "err", err)
+		return nil
+	}
+	v := strconv.Itoa(n + recordHeadroom)
+	return map[string]*string{"max.message.bytes": &v}
+}
+
 // groupName is the consumer group of a stream's final stage.
 func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
 
@@ -134,6 +153,11 @@ func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
 func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
 	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
 	tsIdx, delay, idle := inputTime(p)
+	maxOut, err := s.kafka.MaxMessageBytes(ctx, def.Topic)
+	if err != nil {
+		s.log.Warn("cannot read the output topic's max.message.bytes; oversized rows are caught when Kafka refuses them", "topic", def.Topic, "err", err)
+		maxOut = 0
+	}
 	final := dataflow.StageConfig{
 		Name: def.Name, State: def.Name, Group: s.groupName(def.Name),
 		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
@@ -150,7 +174,12 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		} else {
 			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
 		}
-		return append(out, &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey})
+		sink := &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey,
+			OnError: "fail", DLQ: s.dlqPartitions, MaxBytes: maxOut}
+		if src := p.Input.Source; src != nil {
+			sink.OnError, sink.DLQTopic = src.OnError, src.DLQTopic
+		}
+		return append(out, sink)
 	}
 	deps := s.deps()
 	switch p.Strategy {
@@ -241,7 +270,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	if err := state.CheckDivisor(topic, nOut, "repartition_partitions"); err != nil && !s.cfg.AllowNonDivisor {
 		return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
 	}
-	have, err := s.kafka.EnsureTopic(ctx, topic, nOut, nil)
+	have, err := s.kafka.EnsureTopic(ctx, topic, nOut, s.sizedLike(ctx, src.Topic))
 	if err != nil {
 		return nil, err
 	}
