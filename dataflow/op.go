@@ -123,6 +123,9 @@ type Store interface {
 	TaskValue(name string, p int32, key string) ([]byte, error)
 	AccsOfGroups(name string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error
 	NewBatch(name string) *state.Batch
+	// CheckSpace refuses a commit while the disk is nearly full
+	// (state.ErrDiskFull): the task stalls, and retries.
+	CheckSpace() error
 }
 
 // Env is what a task gives its operators.

@@ -91,6 +91,7 @@ type Stage struct {
 
 	mu     sync.Mutex
 	err    error
+	stalls map[int32]error // tasks stalled on a full disk
 	wms    map[int32]Watermark
 	endsAt time.Time
 	ends   map[int32]int64
@@ -99,7 +100,7 @@ type Stage struct {
 
 // StartStage restores every task from the store and starts reading.
 func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error) {
-	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}}
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{}}
 	metas, err := deps.Store.Partitions(cfg.State)
 	if err != nil {
 		return nil, err
@@ -257,6 +258,26 @@ func (s *Stage) fail(err error) {
 }
 
 func (s *Stage) now() time.Time { return s.deps.Now() }
+
+func (s *Stage) noteStall(p int32, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.stalls, p)
+	} else {
+		s.stalls[p] = err
+	}
+}
+
+// Stalled is why the stage's tasks wait (a full disk), nil while none does.
+func (s *Stage) Stalled() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, err := range s.stalls {
+		return err
+	}
+	return nil
+}
 
 func (s *Stage) commitEvery() time.Duration {
 	if s.cfg.CommitEvery > 0 {

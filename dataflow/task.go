@@ -28,6 +28,9 @@ type task struct {
 
 	uncommitted bool
 	lastCommit  time.Time
+	// stalled: the last commit found the disk full. The task reads nothing
+	// more and retries its commit every tick until there is room again.
+	stalled error
 	given       Watermark // the watermark last given to the operators
 	groupOff    int64     // the offset last committed to the consumer group
 }
@@ -85,7 +88,7 @@ func (t *task) run(ctx context.Context) {
 				cancel()
 			}
 			return
-		case fp := <-t.in:
+		case fp := <-t.inUnlessStalled():
 			start := time.Now()
 			t.try(ctx, func() error { return t.process(ctx, fp) })
 			if t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery() {
@@ -101,14 +104,32 @@ func (t *task) run(ctx context.Context) {
 	}
 }
 
-// try runs f unless the stage has failed, and fails the stage on error.
+// try runs f unless the stage has failed, and fails the stage on error;
+// a full disk stalls the task instead.
 func (t *task) try(ctx context.Context, f func() error) {
 	if t.st.Err() != nil {
 		return
 	}
-	if err := f(); err != nil && ctx.Err() == nil {
+	err := f()
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case errors.Is(err, state.ErrDiskFull):
+		if t.stalled == nil {
+			t.env.Log.Error("stalled: the state's disk is full", "partition", t.p, "err", err)
+		}
+		t.stalled = err
+		t.st.noteStall(t.p, err)
+	default:
 		t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
 	}
+}
+
+// inUnlessStalled is the task's input, or nil (nothing) while it stalls.
+func (t *task) inUnlessStalled() <-chan kafkaio.FetchPart {
+	if t.stalled != nil {
+		return nil
+	}
+	return t.in
 }
 
 // answer answers the FLUSH requests the task can: reach once it has read
@@ -121,6 +142,10 @@ func (t *task) answer(ctx context.Context, pending []*flushReq) []*flushReq {
 			r.done <- err
 			continue
 		}
+		if t.stalled != nil {
+			r.done <- fmt.Errorf("%s stalled: %w", t.st.cfg.Name, t.stalled)
+			continue
+		}
 		if t.part.Next < r.target {
 			keep = append(keep, r)
 			continue
@@ -130,12 +155,15 @@ func (t *task) answer(ctx context.Context, pending []*flushReq) []*flushReq {
 			continue
 		}
 		t.part.FlushedTo(r.target)
-		err := t.commit(ctx, true)
-		if err != nil {
-			t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
-			err = t.st.Err()
+		t.try(ctx, func() error { return t.commit(ctx, true) })
+		switch {
+		case t.st.Err() != nil:
+			r.done <- t.st.Err()
+		case t.stalled != nil:
+			r.done <- fmt.Errorf("%s stalled: %w", t.st.cfg.Name, t.stalled)
+		default:
+			r.done <- nil
 		}
-		r.done <- err
 	}
 	return keep
 }
@@ -193,7 +221,7 @@ func (t *task) onTick(ctx context.Context) error {
 			t.part.ConfirmIdle(end)
 		}
 	}
-	due := t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()
+	due := t.stalled != nil || t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()
 	if !due {
 		wm := t.watermark(false)
 		due = wm.Has != t.given.Has || wm.WM != t.given.WM || wm.Idle != t.given.Idle
@@ -234,6 +262,11 @@ func (t *task) watermark(flush bool) Watermark {
 // produced is acknowledged, then state, offset and watermark are written
 // in one Pebble batch, then the offset goes to the stage's consumer group.
 func (t *task) commit(ctx context.Context, flush bool) error {
+	// Before anything changes: a commit that could not be written would
+	// leave the operators believing their state stored.
+	if err := t.st.deps.Store.CheckSpace(); err != nil {
+		return err
+	}
 	wm := t.watermark(flush)
 	for i, op := range t.ops {
 		out, err := op.OnWatermark(ctx, wm)
@@ -264,6 +297,11 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	}
 	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
 	t.st.noteWatermark(t.p, wm)
+	if t.stalled != nil {
+		t.env.Log.Info("resumed: the state's disk has room again", "partition", t.p)
+		t.stalled = nil
+		t.st.noteStall(t.p, nil)
+	}
 	if c.Offset != t.groupOff {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := t.st.deps.Kafka.CommitOffsets(gctx, t.st.cfg.Group, t.st.cfg.Topic, map[int32]int64{t.p: c.Offset})

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -66,6 +67,9 @@ type Config struct {
 	// MetadataInterval is how often a stream looks for partitions added to
 	// its input (0: every 5 s).
 	MetadataInterval time.Duration
+	// stateFS, when set, is the file system of the state store (tests fill
+	// the disk on cue).
+	stateFS vfs.FS
 	// Clock is the wall clock of idleness timeouts; nil is time.Now.
 	// Tests inject their own.
 	Clock func() time.Time
@@ -184,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.kafka = k
-	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log)
+	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS})
 	if err != nil {
 		return nil, err
 	}

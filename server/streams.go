@@ -69,10 +69,21 @@ func (r *stream) status() (string, error) {
 			return "failed", fmt.Errorf("repartition hop %s: %w", r.hop.topic, err)
 		}
 	}
-	for _, st := range []*dataflow.Stage{r.pre, r.final} {
+	stages := []*dataflow.Stage{r.pre, r.final}
+	if r.hop != nil {
+		stages = append(stages, r.hop.stage)
+	}
+	for _, st := range stages {
 		if st != nil {
 			if err := st.Err(); err != nil {
 				return "failed", err
+			}
+		}
+	}
+	for _, st := range stages {
+		if st != nil {
+			if err := st.Stalled(); err != nil {
+				return "stalled: disk full", err
 			}
 		}
 	}
@@ -449,6 +460,12 @@ func flushFailures(failed map[string]error) error {
 		errs = append(errs, err)
 	}
 	sort.Strings(parts)
-	return &sql.Error{Code: sql.CodeObjectInUse, Message: "FLUSH: " + strings.Join(parts, "; "),
+	code := sql.CodeObjectInUse
+	for _, err := range errs {
+		if errors.Is(err, state.ErrDiskFull) {
+			code = "53100" // disk_full
+		}
+	}
+	return &sql.Error{Code: code, Message: "FLUSH: " + strings.Join(parts, "; "),
 		HintMsg: "every other stream was flushed; fix the cause (or set on_error on the source), then ALTER STREAM <name> RESTART", Err: errors.Join(errs...)}
 }

@@ -10,13 +10,53 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Store is one Pebble database holding the state of every stream.
 type Store struct {
-	db *pebble.DB
+	db  *pebble.DB
+	fs  vfs.FS
+	dir string
+	// minFree is the free space a commit leaves untouched: Pebble cannot
+	// survive running out of disk in its WAL (a failed log write is fatal
+	// to the process), so commits stop short of it instead (CheckSpace).
+	minFree uint64
+
+	spaceMu  sync.Mutex
+	spaceAt  time.Time
+	spaceErr error
+}
+
+// ErrDiskFull is what CheckSpace's error matches (errors.Is).
+var ErrDiskFull = errors.New("disk full")
+
+// DiskFullError says how much room is left where the state lives.
+type DiskFullError struct {
+	Dir         string
+	Free, Needs uint64
+}
+
+func (e *DiskFullError) Error() string {
+	return fmt.Sprintf("disk full: %d MB free at %s, state commits need %d MB; free space there (processing resumes by itself)",
+		e.Free>>20, e.Dir, e.Needs>>20)
+}
+
+// Is makes errors.Is(err, ErrDiskFull) hold.
+func (e *DiskFullError) Is(target error) bool { return target == ErrDiskFull }
+
+// SQLState is PostgreSQL's disk_full.
+func (e *DiskFullError) SQLState() string { return "53100" }
+
+// Options are how the store is opened; the zero value is the real disk.
+type Options struct {
+	// FS is the file system (nil: the OS's); tests wrap it to fill the
+	// disk on cue.
+	FS vfs.FS
 }
 
 // pebbleLogger routes Pebble's messages to slog at debug level, so its WAL
@@ -35,11 +75,28 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // Open opens (creating if needed) the store in dir.
-func Open(dir string, log *slog.Logger) (*Store, error) {
+func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	fs := vfs.Default
+	for _, o := range opts {
+		if o.FS != nil {
+			fs = o.FS
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open state store %s: %w", dir, err)
+	}
+	// On a small file system the memtable (and so each flush and the WAL
+	// behind it) shrinks, and so does the room kept free.
+	memtable, minFree := uint64(64<<20), uint64(256<<20)
+	if du, err := fs.GetDiskUsage(dir); err == nil && du.TotalBytes > 0 {
+		memtable = min(memtable, max(du.TotalBytes/16, 1<<20))
+		minFree = min(minFree, max(du.TotalBytes/10, 2*memtable))
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{l: log},
 		// Accumulators are rewritten at every commit while their window is
@@ -48,13 +105,33 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		// instead of being flushed and compacted; 4 MB (the default) made
 		// compaction a fifth of a stream's CPU. Memory stays bounded: at
 		// most two memtables exist at once.
-		MemTableSize:                64 << 20,
+		MemTableSize:                memtable,
 		MemTableStopWritesThreshold: 2,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open state store %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, fs: fs, dir: dir, minFree: minFree}, nil
+}
+
+// CheckSpace returns a *DiskFullError while the state's file system has
+// less free space than a commit must leave; nil otherwise. It looks at the
+// disk at most every 250 ms.
+func (s *Store) CheckSpace() error {
+	s.spaceMu.Lock()
+	defer s.spaceMu.Unlock()
+	if time.Since(s.spaceAt) < 250*time.Millisecond {
+		return s.spaceErr
+	}
+	s.spaceAt, s.spaceErr = time.Now(), nil
+	du, err := s.fs.GetDiskUsage(s.dir)
+	if err != nil {
+		return nil // unknown: let Pebble try
+	}
+	if du.AvailBytes < s.minFree {
+		s.spaceErr = &DiskFullError{Dir: s.dir, Free: du.AvailBytes, Needs: s.minFree}
+	}
+	return s.spaceErr
 }
 
 // Close flushes and closes the store.
