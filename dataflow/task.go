@@ -30,9 +30,9 @@ type task struct {
 	lastCommit  time.Time
 	// stalled: the last commit found the disk full. The task reads nothing
 	// more and retries its commit every tick until there is room again.
-	stalled error
-	given       Watermark // the watermark last given to the operators
-	groupOff    int64     // the offset last committed to the consumer group
+	stalled  error
+	given    Watermark // the watermark last given to the operators
+	groupOff int64     // the offset last committed to the consumer group
 }
 
 // flushReq asks a task to reach target (phase reach), or to close what a
