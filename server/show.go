@@ -2,10 +2,12 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/pgcat"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
@@ -114,6 +116,9 @@ func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
 	res := &pgwire.Result{Columns: textColumns("column_name", "data_type", "detail"), Tag: "DESCRIBE"}
 	for _, f := range rel.Schema {
 		var detail []string
+		if slices.ContainsFunc(pgcat.PrimaryKey(rel), func(k string) bool { return strings.EqualFold(k, f.Name) }) {
+			detail = append(detail, "primary key")
+		}
 		if strings.EqualFold(f.Name, rel.PartitionKey) {
 			detail = append(detail, "partition key")
 		}
@@ -144,6 +149,9 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		}
 		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
 	case *sql.Select:
+		if inner.Stmt == nil {
+			return nil, sql.Errorf(sql.CodeNotSupported, "EXPLAIN of a UNION is not supported")
+		}
 		p, err := planner.BuildQuery(s.cat, inner.Stmt, text)
 		if err != nil {
 			return nil, err
