@@ -107,12 +107,8 @@ def session(conninfo, name, **opts):
 
 def reflection(conninfo):
     """SQLAlchemy's Inspector reads pg_catalog through the planner."""
-    params = dict(kv.split("=", 1) for kv in conninfo.split())
-    url = sqlalchemy.URL.create(
-        "postgresql+psycopg", username=params["user"], host=params["host"], port=int(params["port"]),
-        database=params["dbname"],
-    )
-    engine = sqlalchemy.create_engine(url)
+    # The same connection string (SCRAM, TLS verify-full) through psycopg.
+    engine = sqlalchemy.create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(conninfo))
     try:
         insp = sqlalchemy.inspect(engine)
         check("get_schema_names", "public" in insp.get_schema_names(), True)
