@@ -245,6 +245,9 @@ func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string
 }
 
 func build(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, error) {
+	if err := unsupportedClauses(stmt); err != nil {
+		return nil, err
+	}
 	rel, from, tabs, err := fromClause(q, cat, stmt, src)
 	if err != nil {
 		return nil, err
@@ -317,6 +320,29 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, erro
 		p.Expand = q.expand
 	}
 	return p, nil
+}
+
+// unsupportedClauses refuses, by name, what the parser reads but the
+// planner would otherwise ignore.
+func unsupportedClauses(stmt *ast.SelectStmt) error {
+	var what string
+	switch {
+	case stmt.Kind != ast.SelectStmtKindSelect:
+		what = "TABLE and VALUES as statements"
+	case stmt.With != nil:
+		what = "WITH (common table expressions)"
+	case stmt.LockInfo != nil && stmt.LockInfo.LockType != ast.SelectLockNone:
+		what = "SELECT ... FOR UPDATE/SHARE"
+	case stmt.SelectIntoOpt != nil:
+		what = "SELECT ... INTO"
+	case len(stmt.WindowSpecs) > 0:
+		what = "WINDOW clauses"
+	case stmt.GroupBy != nil && stmt.GroupBy.Rollup:
+		what = "GROUP BY ... WITH ROLLUP"
+	default:
+		return nil
+	}
+	return sql.Errorf(sql.CodeNotSupported, "%s is not supported", what)
 }
 
 // limitClause reads LIMIT n [OFFSET m].
