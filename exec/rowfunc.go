@@ -285,3 +285,26 @@ func (r *RowNumber) Eval(b *Batch) (*Vec, error) {
 	}
 	return out, nil
 }
+
+// Concat appends b's rows to a's (same column types) into a new batch.
+func Concat(a, b *Batch) *Batch {
+	out := &Batch{N: a.N + b.N, Cols: make([]*Vec, len(a.Cols))}
+	for c, x := range a.Cols {
+		y := b.Cols[c]
+		v := &Vec{T: x.T, N: out.N}
+		v.I = append(append([]int64(nil), x.I[:min(len(x.I), x.N)]...), y.I[:min(len(y.I), y.N)]...)
+		v.F = append(append([]float64(nil), x.F[:min(len(x.F), x.N)]...), y.F[:min(len(y.F), y.N)]...)
+		v.S = append(append([]string(nil), x.S[:min(len(x.S), x.N)]...), y.S[:min(len(y.S), y.N)]...)
+		v.B = append(append([]bool(nil), x.B[:min(len(x.B), x.N)]...), y.B[:min(len(y.B), y.N)]...)
+		if x.Null != nil || y.Null != nil {
+			v.Null = make([]bool, out.N)
+			copy(v.Null, x.Null)
+			copy(v.Null[x.N:], y.Null)
+		}
+		if !v.typed() { // an all-NULL column without values (types.Unknown)
+			v = allNull(x.T, out.N)
+		}
+		out.Cols[c] = v
+	}
+	return out
+}

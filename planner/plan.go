@@ -212,6 +212,9 @@ func buildBounded(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Pla
 	p.Strategy = StrategyBounded
 	p.Rule = "BoundedRead"
 	p.Reason = "a bounded read of the topic from its start to its end now"
+	if p.From != nil {
+		p.Reason = "a bounded query: each relation of its FROM read whole (topics to their end now, catalog tables as they are)"
+	}
 	return p, nil
 }
 
@@ -383,7 +386,8 @@ func buildSetOpr(cat Resolver, x *ast.SetOprStmt, src string, q *qctx) (*Plan, e
 	if x.With != nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "WITH is not supported")
 	}
-	p := &Plan{PartitionKey: -1, Limit: -1, UnionAll: true, Strategy: StrategyBounded, Rule: "BoundedRead"}
+	p := &Plan{PartitionKey: -1, Limit: -1, UnionAll: true, Strategy: StrategyBounded, Rule: "BoundedRead",
+		Reason: "the rows of each query of the UNION, in turn"}
 	for i, n := range x.SelectList.Selects {
 		var op *ast.SetOprType
 		var sub *Plan

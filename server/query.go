@@ -117,19 +117,7 @@ func appendBatch(a, b *exec.Batch) *exec.Batch {
 	if a == nil {
 		return b
 	}
-	out := &exec.Batch{N: a.N + b.N}
-	for c := range a.Cols {
-		rows := make([]any, 0, out.N)
-		for i := 0; i < a.N; i++ {
-			rows = append(rows, a.Cols[c].Value(i))
-		}
-		for i := 0; i < b.N; i++ {
-			rows = append(rows, b.Cols[c].Value(i))
-		}
-		v, _ := exec.VecOf(a.Cols[c].T, rows)
-		out.Cols = append(out.Cols, v)
-	}
-	return out
+	return exec.Concat(a, b)
 }
 
 // query runs a bounded SELECT: the plan of the planner, over topics read
@@ -326,4 +314,32 @@ func sameEnds(a, b map[string]map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// explainQuery prints the plan of a bounded query (EXPLAIN SELECT ...).
+func (s *session) explainQuery(ctx context.Context, st *sql.Select, text string) (*pgwire.Result, error) {
+	p, err := planSelect(&queryEnv{s: s, ctx: ctx}, st, text)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	if len(p.Union) > 0 {
+		u := "Union"
+		if p.UnionAll {
+			u += " all"
+		}
+		lines = append(lines, u)
+		for _, b := range p.Union {
+			for _, l := range explainPlan(b, "", "", s.srv.cfg.AppID) {
+				lines = append(lines, "   "+l)
+			}
+		}
+	} else {
+		lines = explainPlan(p, "", "", s.srv.cfg.AppID)
+	}
+	res := &pgwire.Result{Columns: textColumns("QUERY PLAN"), Tag: "EXPLAIN"}
+	for _, l := range lines {
+		res.Rows = append(res.Rows, []any{l})
+	}
+	return res, nil
 }

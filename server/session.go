@@ -101,6 +101,12 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 		res, err = s.srv.dropUser(st, s.user)
 	case *sql.Select: // reads the system catalog as this session
 		res, err = s.query(ctx, st, bound)
+	case *sql.Explain:
+		if sel, ok := st.Stmt.(*sql.Select); ok {
+			res, err = s.explainQuery(ctx, sel, bound)
+		} else {
+			res, err = s.srv.execute(ctx, stmt, bound)
+		}
 	default:
 		res, err = s.srv.execute(ctx, stmt, bound)
 	}
