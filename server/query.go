@@ -123,6 +123,13 @@ func appendBatch(a, b *exec.Batch) *exec.Batch {
 // query runs a bounded SELECT: the plan of the planner, over topics read
 // from their start to their end now and the system catalog.
 func (s *session) query(ctx context.Context, st *sql.Select, text string) (*pgwire.Result, error) {
+	// The system catalog is answered while Kafka is out of reach once the
+	// catalog has been read from it; reading a topic needs Kafka (readRelation).
+	if !s.srv.replayed.Load() {
+		if err := s.srv.needKafka(); err != nil {
+			return nil, err
+		}
+	}
 	env := &queryEnv{s: s, ctx: ctx}
 	p, err := planSelect(env, st, text)
 	if err != nil {
@@ -160,6 +167,9 @@ func resultColumns(p *planner.Plan) []pgwire.Column {
 // key whose latest record is a tombstone (no value) is absent, so a read
 // shows the current table; a WHERE on the key then filters that table.
 func (s *Server) readRelation(ctx context.Context, rel *catalog.Relation) ([]*kafkaio.Record, error) {
+	if err := s.needKafka(); err != nil {
+		return nil, err
+	}
 	var recs []*kafkaio.Record
 	err := s.kafka.ReadAll(ctx, rel.Topic, func(r *kafkaio.Record) error {
 		recs = append(recs, r)
