@@ -72,7 +72,15 @@ type Stream struct {
 	// window over any TIMESTAMP column of the output then uses that column
 	// with no delay.
 	Watermark *Watermark
-	SQL       string
+	// Upsert: GROUP BY keys without a window, so the output topic is a
+	// changelog (the latest record of a key is its current row) and a
+	// bounded read shows the current table.
+	Upsert bool
+	// PrimaryKey names the output columns holding the group keys of an
+	// upsert stream, when the select list outputs every key unchanged;
+	// DESCRIBE, \d and the pg_catalog show it as the primary key.
+	PrimaryKey []string
+	SQL        string
 }
 
 // StreamOptions are the typed WITH options of a stream.

@@ -31,6 +31,12 @@ type scope struct {
 	// eventTime is the input column of event time (the source's WATERMARK
 	// column), -1 without one.
 	eventTime int
+	// tabs names the relation each input column comes from, for qualified
+	// names (c.relname, pg_catalog.pg_class.relname); nil: one relation.
+	tabs []tabRef
+	// q is the query being planned: catalog functions, subqueries and the
+	// enclosing query's scope (nil: a continuous query).
+	q *qctx
 }
 
 // aggScope collects aggregates and maps post-aggregation names.
@@ -150,6 +156,17 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 		if err != nil {
 			return nil, err
 		}
+		if rf, ok := e.(*pgTyped); ok && strings.HasPrefix(restore(x.Expr), "__reg") {
+			// 'name'::regclass::text prints the name: resolve to the OID,
+			// then back to the canonical name.
+			if t, _ := castTarget(x); t == types.Text {
+				if f, ok := rf.Expr.(*exec.RowFunc); ok {
+					back := *f
+					back.Args, back.T = []exec.Expr{rf}, types.Text
+					return &back, nil
+				}
+			}
+		}
 		to, ok := castTarget(x)
 		if !ok {
 			return nil, s.errf(sql.CodeNotSupported, "", "CAST to %s is not supported: use TEXT, BIGINT, DOUBLE, BOOLEAN, TIMESTAMP or INTERVAL", x.Tp.String())
@@ -162,6 +179,16 @@ func (s *scope) compile(n ast.ExprNode) (exec.Expr, error) {
 		return s.aggregate(x)
 	case *ast.FuncCallExpr:
 		return s.call(x)
+	case *ast.SubqueryExpr:
+		return s.scalarSubquery(x)
+	case *ast.ExistsSubqueryExpr:
+		return s.existsSubquery(x)
+	case *ast.CompareSubqueryExpr:
+		return s.compareSubquery(x)
+	case *ast.PatternRegexpExpr:
+		return s.regexp(x)
+	case *ast.WindowFuncExpr:
+		return s.windowFunc(x)
 	}
 	return nil, s.errf(sql.CodeNotSupported, "", "expression %s is not supported", restore(n))
 }
@@ -214,18 +241,38 @@ func (s *scope) column(x *ast.ColumnNameExpr) (exec.Expr, error) {
 				return &exec.ColRef{Idx: i, Name: k, T: s.agg.keys[i].Type()}, nil
 			}
 		}
-		if s.input.Index(name) >= 0 {
+		if i, err := s.find(x.Name); err == nil && i >= 0 {
 			return nil, s.errf(sql.CodeGrouping, name, "column %q must appear in the GROUP BY clause or be used in an aggregate function", name)
+		}
+		if e, ok, err := s.outerColumn(x); ok || err != nil {
+			return e, err
 		}
 		return nil, s.errf(sql.CodeUndefinedColumn, name, "column %q does not exist", name)
 	}
-	i := s.input.Index(name)
+	i, err := s.find(x.Name)
+	if err != nil {
+		return nil, err
+	}
 	if i < 0 {
-		return nil, s.errf(sql.CodeUndefinedColumn, name, "column %q does not exist", name).(*sql.Error).
+		if e, ok, err := s.outerColumn(x); ok || err != nil {
+			return e, err
+		}
+		if x.Name.Table.L == "" && niladic[x.Name.Name.L] {
+			// current_catalog, session_user, ...: SQL's functions without
+			// parentheses, when no column has the name.
+			if e, ok, err := s.catalogCall(&ast.FuncCallExpr{FnName: x.Name.Name}); ok {
+				return e, err
+			}
+		}
+		return nil, s.errf(sql.CodeUndefinedColumn, name, "column %q does not exist", qualifiedName(x.Name)).(*sql.Error).
 			WithHint("available columns: %s", s.input)
 	}
 	return &exec.ColRef{Idx: i, Name: s.input[i].Name, T: s.input[i].Type}, nil
 }
+
+// niladic are the SQL functions called without parentheses.
+var niladic = map[string]bool{"current_catalog": true, "current_schema": true, "current_user": true,
+	"session_user": true, "user": true, "current_role": true}
 
 func literal(x *driver.ValueExpr) (exec.Expr, error) {
 	switch v := x.GetValue().(type) {
@@ -278,12 +325,23 @@ func (s *scope) unify(l, r exec.Expr) (exec.Expr, exec.Expr, error) {
 	case isTextLiteral(r):
 		r, err = coerce(&exec.Cast{X: r, To: lt})
 		return l, r, err
+	case isArrayElement(r) && exec.CanCast(types.Text, lt):
+		return l, &exec.Cast{X: r, To: lt}, nil
+	case isArrayElement(l) && exec.CanCast(types.Text, rt):
+		return &exec.Cast{X: l, To: rt}, r, nil
 	case isTextLiteral(l):
 		l, err = coerce(&exec.Cast{X: l, To: rt})
 		return l, r, err
 	}
 	return nil, nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s = %s", exec.PGName(lt), exec.PGName(rt)).(*sql.Error).
 		WithHint("cannot compare %s with %s; cast one side, e.g. x::text", lower(lt), lower(rt))
+}
+
+// isArrayElement: arr[i] is an element of an array carried as text; it
+// takes the type it is compared with, as the element type would.
+func isArrayElement(e exec.Expr) bool {
+	f, ok := e.(*exec.RowFunc)
+	return ok && f.Name == sql.SubscriptFunc && f.T == types.Text
 }
 
 func isTextLiteral(e exec.Expr) bool {
@@ -525,7 +583,7 @@ func (s *scope) commonType(what, code string, exprs []exec.Expr) (types.Type, []
 // literal on either side adapts: 'a' IN (col) compares as col's type).
 func (s *scope) inList(x *ast.PatternInExpr) (exec.Expr, error) {
 	if x.Sel != nil {
-		return nil, s.errf(sql.CodeNotSupported, "", "IN (subquery) is not supported")
+		return s.inSubquery(x)
 	}
 	e, err := s.compile(x.Expr)
 	if err != nil {
@@ -679,6 +737,11 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		return s.aggCall(x, an, x.FnName.O, x.Args, false, false)
 	}
 	least, most, ok := exec.Arity(name)
+	if !ok || x.Schema.L == "pg_catalog" {
+		if e, handled, err := s.catalogCall(x); handled {
+			return e, err
+		}
+	}
 	if !ok {
 		return nil, s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O))
 	}
@@ -894,12 +957,16 @@ func (s *scope) aggCall(node ast.ExprNode, name, written string, args []ast.Expr
 	if !ok {
 		return nil, s.errf(sql.CodeUndefinedFunc, written, "function %s does not exist", written)
 	}
-	inner := &scope{src: s.src, input: s.input, inAgg: true, eventTime: s.eventTime}
+	inner := &scope{src: s.src, input: s.input, inAgg: true, eventTime: s.eventTime, tabs: s.tabs, q: s.q}
 	call := AggCall{Spec: agg.Spec{Name: info.Name, Distinct: distinct, Star: star}, Text: txt}
 	if !star {
 		for i, a := range args {
 			if slices.Contains(info.Consts, i) {
-				v, err := Constant(a, types.Double, s.src)
+				want := types.Double
+				if strings.HasPrefix(info.Name, "STRING_AGG") { // its constant is the delimiter
+					want = types.Text
+				}
+				v, err := Constant(a, want, s.src)
 				if err != nil {
 					return nil, s.errf(sql.CodeInvalidParameter, written, "argument %d of %s must be a constant: %v", i+1, written, err)
 				}

@@ -144,6 +144,20 @@ type Plan struct {
 	CombineEligible bool
 	// Estimate is what the cost rule measured, for EXPLAIN (nil: none).
 	Estimate *Estimate
+
+	// From is what a bounded query reads when it is more than one source
+	// or stream (joins, catalog tables, subqueries in FROM, no FROM); nil:
+	// Input's topic. Input's Schema is then From's.
+	From *Rel
+	// Union: the plan is the UNION [ALL] of these (each a whole query);
+	// OrderBy and Limit then apply to the combined rows.
+	Union    []*Plan
+	UnionAll bool
+	Offset   int64
+	// Expand: each filtered input row is repeated once per element of the
+	// longest of these arrays (set-returning functions in the select
+	// list), with the element's position appended as one more column.
+	Expand []exec.Expr
 }
 
 // PostAggSchema is the row the aggregation emits: keys, window bounds, aggregates.
@@ -166,21 +180,47 @@ type Resolver interface {
 	Relation(name string) (*catalog.Relation, bool)
 }
 
-// BuildQuery plans a bounded SELECT.
+// BuildQuery plans a bounded SELECT. With an Env as cat it can also read
+// the system catalog, join, and run subqueries.
 func BuildQuery(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
-	p, err := build(cat, stmt, src)
+	return BuildNode(cat, stmt, src)
+}
+
+// BuildNode plans a bounded SELECT or UNION.
+func BuildNode(cat Resolver, n ast.ResultSetNode, src string) (*Plan, error) {
+	return buildNode(cat, n, src, &qctx{env: envOf(cat)})
+}
+
+func buildNode(cat Resolver, n ast.ResultSetNode, src string, q *qctx) (*Plan, error) {
+	if q == nil {
+		q = &qctx{env: envOf(cat)}
+	}
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		return buildBounded(cat, x, src, q)
+	case *ast.SetOprStmt:
+		return buildSetOpr(cat, x, src, q)
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "query form %T is not supported", n)
+}
+
+func buildBounded(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, error) {
+	p, err := build(cat, stmt, src, q)
 	if err != nil {
 		return nil, err
 	}
 	p.Strategy = StrategyBounded
 	p.Rule = "BoundedRead"
 	p.Reason = "a bounded read of the topic from its start to its end now"
+	if p.From != nil {
+		p.Reason = "a bounded query: each relation of its FROM read whole (topics to their end now, catalog tables as they are)"
+	}
 	return p, nil
 }
 
 // BuildStream plans a continuous query.
 func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string) (*Plan, error) {
-	p, err := build(cat, stmt, src)
+	p, err := build(cat, stmt, src, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,36 +247,23 @@ func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string
 	return p, nil
 }
 
-func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
-	if stmt.From == nil || stmt.From.TableRefs == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "SELECT needs a FROM clause naming a source or stream")
+func build(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, error) {
+	if err := unsupportedClauses(stmt); err != nil {
+		return nil, err
 	}
-	join := stmt.From.TableRefs
-	if join.Right != nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "joins are not supported yet")
+	rel, from, tabs, err := fromClause(q, cat, stmt, src)
+	if err != nil {
+		return nil, err
 	}
-	ts, ok := join.Left.(*ast.TableSource)
-	if !ok {
-		return nil, sql.Errorf(sql.CodeNotSupported, "FROM must name one source or stream")
-	}
-	tn, ok := ts.Source.(*ast.TableName)
-	if !ok {
-		return nil, sql.Errorf(sql.CodeNotSupported, "subqueries in FROM are not supported")
-	}
-	rel, ok := cat.Relation(tn.Name.L)
-	if !ok {
-		return nil, sql.Errorf(sql.CodeUndefinedTable, "relation %q does not exist", tn.Name.O).
-			WithPos(sql.FindPos(src, tn.Name.O)).WithHint("SHOW SOURCES and SHOW STREAMS list what exists")
-	}
-	p := &Plan{Input: rel, PartitionKey: -1, Limit: -1}
+	p := &Plan{Input: rel, From: from, PartitionKey: -1, Limit: -1}
 	evt := -1
 	if rel.Watermark != nil {
 		evt = rel.Schema.Index(rel.Watermark.Column)
 	}
-	in := &scope{src: src, input: rel.Schema, eventTime: evt}
+	in := &scope{src: src, input: rel.Schema, eventTime: evt, tabs: tabs, q: q}
 
 	if stmt.Where != nil {
-		ws := &scope{src: src, input: rel.Schema, noAggs: "WHERE", eventTime: evt}
+		ws := &scope{src: src, input: rel.Schema, noAggs: "WHERE", eventTime: evt, tabs: tabs, q: q}
 		f, err := ws.compile(stmt.Where)
 		if err != nil {
 			return nil, err
@@ -259,7 +286,7 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 				}
 			}
 		}
-		out = &scope{src: src, input: rel.Schema, agg: as, eventTime: evt}
+		out = &scope{src: src, input: rel.Schema, agg: as, eventTime: evt, tabs: tabs, q: q}
 		if err := project(p, out, stmt); err != nil {
 			return nil, err
 		}
@@ -289,22 +316,135 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string) (*Plan, error) {
 	if p.Distinct && p.Hidden > 0 {
 		return nil, sql.Errorf("42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
 	}
-	if stmt.Limit != nil {
-		if stmt.Limit.Offset != nil {
-			return nil, sql.Errorf(sql.CodeNotSupported, "OFFSET is not supported")
-		}
-		v, ok := stmt.Limit.Count.(*driver.ValueExpr)
+	if err := limitClause(p, stmt.Limit); err != nil {
+		return nil, err
+	}
+	if q != nil {
+		p.Expand = q.expand
+	}
+	return p, nil
+}
+
+// unsupportedClauses refuses, by name, what the parser reads but the
+// planner would otherwise ignore.
+func unsupportedClauses(stmt *ast.SelectStmt) error {
+	var what string
+	switch {
+	case stmt.Kind != ast.SelectStmtKindSelect:
+		what = "TABLE and VALUES as statements"
+	case stmt.With != nil:
+		what = "WITH (common table expressions)"
+	case stmt.LockInfo != nil && stmt.LockInfo.LockType != ast.SelectLockNone:
+		what = "SELECT ... FOR UPDATE/SHARE"
+	case stmt.SelectIntoOpt != nil:
+		what = "SELECT ... INTO"
+	case len(stmt.WindowSpecs) > 0:
+		what = "WINDOW clauses"
+	case stmt.GroupBy != nil && stmt.GroupBy.Rollup:
+		what = "GROUP BY ... WITH ROLLUP"
+	default:
+		return nil
+	}
+	return sql.Errorf(sql.CodeNotSupported, "%s is not supported", what)
+}
+
+// limitClause reads LIMIT n [OFFSET m].
+func limitClause(p *Plan, l *ast.Limit) error {
+	if l == nil {
+		return nil
+	}
+	num := func(e ast.ExprNode, what string) (int64, error) {
+		v, ok := e.(*driver.ValueExpr)
 		if !ok {
-			return nil, sql.Errorf(sql.CodeSyntax, "LIMIT needs a number")
+			return 0, sql.Errorf(sql.CodeSyntax, "%s needs a number", what)
 		}
 		switch n := v.GetValue().(type) {
 		case int64:
-			p.Limit = n
+			return n, nil
 		case uint64:
-			p.Limit = int64(n)
-		default:
-			return nil, sql.Errorf(sql.CodeSyntax, "LIMIT needs a number")
+			return int64(n), nil
 		}
+		return 0, sql.Errorf(sql.CodeSyntax, "%s needs a number", what)
+	}
+	var err error
+	if l.Count != nil {
+		if p.Limit, err = num(l.Count, "LIMIT"); err != nil {
+			return err
+		}
+	}
+	if l.Offset != nil {
+		if p.Offset, err = num(l.Offset, "OFFSET"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildSetOpr plans a UNION [ALL] of SELECTs; ORDER BY and LIMIT after the
+// last one apply to the whole.
+func buildSetOpr(cat Resolver, x *ast.SetOprStmt, src string, q *qctx) (*Plan, error) {
+	if x.With != nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "WITH is not supported")
+	}
+	p := &Plan{PartitionKey: -1, Limit: -1, UnionAll: true, Strategy: StrategyBounded, Rule: "BoundedRead",
+		Reason: "the rows of each query of the UNION, in turn"}
+	for i, n := range x.SelectList.Selects {
+		var op *ast.SetOprType
+		var sub *Plan
+		var err error
+		switch b := n.(type) {
+		case *ast.SelectStmt:
+			op = b.AfterSetOperator
+			sub, err = buildBounded(cat, b, src, &qctx{env: q.env, outer: q.outer})
+		case *ast.SetOprSelectList:
+			op = b.AfterSetOperator
+			sub, err = buildSetOpr(cat, &ast.SetOprStmt{SelectList: b}, src, &qctx{env: q.env, outer: q.outer})
+		default:
+			return nil, sql.Errorf(sql.CodeNotSupported, "set operation over %T is not supported", n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && op != nil {
+			switch *op {
+			case ast.Union:
+				p.UnionAll = false
+			case ast.UnionAll:
+			default:
+				return nil, sql.Errorf(sql.CodeNotSupported, "%s is not supported; UNION and UNION ALL are", op.String())
+			}
+		}
+		if i > 0 && len(sub.Output) != len(p.Union[0].Output) {
+			return nil, sql.Errorf(sql.CodeSyntax, "each UNION query must have the same number of columns")
+		}
+		p.Union = append(p.Union, sub)
+	}
+	p.Output = append(types.Schema{}, p.Union[0].Output...)
+	for _, b := range p.Union[1:] {
+		for i, f := range b.Output {
+			if p.Output[i].Type == types.Unknown || (p.Output[i].Type == types.Int && f.Type == types.Double) {
+				p.Output[i].Type = f.Type
+			}
+		}
+	}
+	p.Input = &catalog.Relation{Name: "?", Schema: p.Output}
+	if x.OrderBy != nil {
+		for _, item := range x.OrderBy.Items {
+			idx := -1
+			switch e := item.Expr.(type) {
+			case *ast.PositionExpr:
+				idx = e.N - 1
+			case *ast.ColumnNameExpr:
+				idx = p.Output.Index(e.Name.Name.O)
+			}
+			if idx < 0 || idx >= len(p.Output) {
+				return nil, sql.Errorf(sql.CodeNotSupported, "ORDER BY of a UNION must name an output column or position")
+			}
+			p.OrderBy = append(p.OrderBy, OrderKey{Idx: idx, Desc: item.Desc})
+		}
+	}
+	if err := limitClause(p, x.Limit); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -323,6 +463,8 @@ type aggFinder struct{ found *bool }
 
 func (a *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
 	switch x := n.(type) {
+	case *ast.SubqueryExpr: // a subquery's aggregates are its own
+		return n, true
 	case *ast.AggregateFuncExpr:
 		*a.found = true
 		return n, true
@@ -387,7 +529,13 @@ func project(p *Plan, s *scope, stmt *ast.SelectStmt) error {
 			return sql.Errorf(sql.CodeNotSupported, "INTERVAL values cannot be output; subtract to a number of milliseconds instead")
 		}
 		p.Project = append(p.Project, e)
-		p.Output = append(p.Output, types.Field{Name: fieldName(f), Type: t})
+		var oid uint32
+		if s.agg == nil {
+			oid = pgOID(e, s.input)
+		} else {
+			oid = s.agg.pgOID(e)
+		}
+		p.Output = append(p.Output, types.Field{Name: fieldName(f), Type: t, OID: oid})
 	}
 	return nil
 }
@@ -406,6 +554,21 @@ func fieldName(f *ast.SelectField) string {
 		if x.FnName.L == ast.TimestampLiteral || x.FnName.L == ast.DateLiteral {
 			return "timestamp"
 		}
+		switch x.FnName.L {
+		case sql.ArrayFunc, sql.ArraySubFunc:
+			return "array"
+		case sql.AnyFunc, sql.AllFunc, sql.SubscriptFunc, sql.CIFunc:
+			return "?column?"
+		}
+		if strings.HasPrefix(x.FnName.L, "__reg") || x.FnName.L == "__oid" || x.FnName.L == sql.ArrayCastFunc {
+			// x::regclass is named after x, as any cast
+			if len(x.Args) == 1 {
+				if n := fieldName(&ast.SelectField{Expr: x.Args[0]}); n != "?column?" {
+					return n
+				}
+			}
+			return strings.TrimPrefix(x.FnName.L, "__")
+		}
 		return strings.TrimPrefix(strings.ToLower(x.FnName.O), "__")
 	case *ast.FuncCastExpr:
 		if e, ok := x.Expr.(*ast.ColumnNameExpr); ok {
@@ -413,6 +576,14 @@ func fieldName(f *ast.SelectField) string {
 		}
 	case *ast.ParenthesesExpr:
 		return fieldName(&ast.SelectField{Expr: x.Expr})
+	case *ast.CaseExpr:
+		return "case"
+	case *ast.SubqueryExpr:
+		if sel, ok := x.Query.(*ast.SelectStmt); ok && sel.Fields != nil && len(sel.Fields.Fields) == 1 {
+			return fieldName(sel.Fields.Fields[0])
+		}
+	case *ast.ExistsSubqueryExpr:
+		return "exists"
 	}
 	return "?column?"
 }

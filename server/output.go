@@ -46,6 +46,10 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 			}
 		}
 	}
+	if p.Aggregate && p.Window == nil && len(p.Keys) > 0 {
+		def.Upsert = true
+		def.PrimaryKey = primaryKey(p)
+	}
 	if wm := p.Input.Watermark; wm != nil && !p.Aggregate {
 		w := p.Input.Schema.Index(wm.Column)
 		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
@@ -56,6 +60,24 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 		}
 	}
 	return nil
+}
+
+// primaryKey is the output column of each group key of an upsert stream,
+// in GROUP BY order; nil when a key is not output unchanged.
+func primaryKey(p *planner.Plan) []string {
+	pk := make([]string, len(p.Keys))
+	for k := range p.Keys {
+		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
+			if c, ok := e.(*exec.ColRef); ok && c.Idx == k {
+				pk[k] = p.Output[i].Name
+				break
+			}
+		}
+		if pk[k] == "" {
+			return nil
+		}
+	}
+	return pk
 }
 
 func outputNames(s types.Schema) string {

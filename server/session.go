@@ -8,7 +8,6 @@ import (
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgwire"
-	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 )
 
@@ -32,13 +31,6 @@ func (s *session) Close()                     {}
 // Describe plans a statement without running it. Parameters are bound as
 // NULL for planning; their types are reported unknown.
 func (s *session) Describe(ctx context.Context, text string) (*pgwire.Description, error) {
-	if res, n, ok := s.catalogQuery(text, nil); ok {
-		d := &pgwire.Description{ParamOIDs: make([]uint32, n), Columns: res.Columns}
-		for i := range d.ParamOIDs {
-			d.ParamOIDs[i] = pgwire.OIDText
-		}
-		return d, nil
-	}
 	n := sql.ParamCount(text)
 	d := &pgwire.Description{ParamOIDs: make([]uint32, n)}
 	for i := range d.ParamOIDs {
@@ -56,8 +48,14 @@ func (s *session) Describe(ctx context.Context, text string) (*pgwire.Descriptio
 	if err != nil {
 		return nil, err
 	}
-	cols, err := s.srv.columnsOf(stmt, bound)
-	if err != nil {
+	var cols []pgwire.Column
+	if sel, ok := stmt.(*sql.Select); ok {
+		p, err := planSelect(&queryEnv{s: s, ctx: ctx}, sel, bound)
+		if err != nil {
+			return nil, classify(err)
+		}
+		cols = resultColumns(p)
+	} else if cols, err = s.srv.columnsOf(stmt, bound); err != nil {
 		return nil, err
 	}
 	d.Columns = cols
@@ -65,9 +63,6 @@ func (s *session) Describe(ctx context.Context, text string) (*pgwire.Descriptio
 }
 
 func (s *session) Execute(ctx context.Context, text string, params []pgwire.Param) (*pgwire.Result, error) {
-	if res, _, ok := s.catalogQuery(text, params); ok {
-		return res, nil
-	}
 	bound := text
 	if len(params) > 0 {
 		bv := make([]sql.BindValue, len(params))
@@ -104,6 +99,14 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	switch st := stmt.(type) {
 	case *sql.DropUser: // needs to know who asks
 		res, err = s.srv.dropUser(st, s.user)
+	case *sql.Select: // reads the system catalog as this session
+		res, err = s.query(ctx, st, bound)
+	case *sql.Explain:
+		if sel, ok := st.Stmt.(*sql.Select); ok {
+			res, err = s.explainQuery(ctx, sel, bound)
+		} else {
+			res, err = s.srv.execute(ctx, stmt, bound)
+		}
 	default:
 		res, err = s.srv.execute(ctx, stmt, bound)
 	}
@@ -158,7 +161,8 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 	case *sql.Insert:
 		return s.insert(ctx, st, text)
 	case *sql.Select:
-		return s.query(ctx, st, text)
+		// A server-side query (no session): the default user and database.
+		return (&session{srv: s, user: "turbine", database: "turbine"}).query(ctx, st, text)
 	case *sql.Flush:
 		if err := s.flush(ctx); err != nil {
 			return nil, err
@@ -210,16 +214,6 @@ func (s *Server) execDDL(ctx context.Context, text string, persist bool) (*pgwir
 // columnsOf is the row shape a statement returns, nil for none.
 func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, error) {
 	switch st := stmt.(type) {
-	case *sql.Select:
-		p, err := planner.BuildQuery(s.cat, st.Stmt, text)
-		if err != nil {
-			return nil, err
-		}
-		cols := make([]pgwire.Column, len(p.Output))
-		for i, f := range p.Output {
-			cols[i] = pgwire.Column{Name: f.Name, OID: f.Type.OID()}
-		}
-		return cols, nil
 	case *sql.Show:
 		return showColumns(st.What), nil
 	case *sql.Describe:

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/pgcat"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
@@ -114,6 +117,9 @@ func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
 	res := &pgwire.Result{Columns: textColumns("column_name", "data_type", "detail"), Tag: "DESCRIBE"}
 	for _, f := range rel.Schema {
 		var detail []string
+		if slices.ContainsFunc(pgcat.PrimaryKey(rel), func(k string) bool { return strings.EqualFold(k, f.Name) }) {
+			detail = append(detail, "primary key")
+		}
 		if strings.EqualFold(f.Name, rel.PartitionKey) {
 			detail = append(detail, "partition key")
 		}
@@ -144,11 +150,8 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		}
 		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
 	case *sql.Select:
-		p, err := planner.BuildQuery(s.cat, inner.Stmt, text)
-		if err != nil {
-			return nil, err
-		}
-		lines = explainPlan(p, "", "", s.cfg.AppID)
+		// A server-side EXPLAIN (no session): the default user and database.
+		return (&session{srv: s, user: "turbine", database: "turbine"}).explainQuery(context.Background(), inner, text)
 	default:
 		return nil, sql.Errorf(sql.CodeNotSupported, "EXPLAIN supports CREATE STREAM and SELECT")
 	}
@@ -222,7 +225,9 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 			src += fmt.Sprintf(", %s = Kafka timestamp", wm.Column)
 		}
 	}
-	nodes = append(nodes, src+")")
+	if p.From == nil {
+		nodes = append(nodes, src+")")
+	}
 	out := []string{fmt.Sprintf("Strategy: %s (rule %s: %s)", p.Strategy, p.Rule, p.Reason)}
 	if e := p.Estimate; e != nil {
 		out = append(out, fmt.Sprintf("Estimate: %d rows sampled from %d partitions; %.1f rows per window, %.1f keys per window per partition; repartition %d records (%d bytes), combine %d partials (%d bytes)",
@@ -232,13 +237,52 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 		}
 	}
 	for i, n := range nodes {
-		prefix := ""
-		if i > 0 {
-			prefix = strings.Repeat("   ", i-1) + "└─ "
-		}
-		out = append(out, prefix+n)
+		out = append(out, treePrefix(i)+n)
+	}
+	if p.From != nil {
+		out = append(out, relLines(p.From, len(nodes))...)
 	}
 	return out
+}
+
+func treePrefix(depth int) string {
+	if depth == 0 {
+		return ""
+	}
+	return strings.Repeat("   ", depth-1) + "└─ "
+}
+
+// relLines prints the FROM tree of a bounded query at depth.
+func relLines(r *planner.Rel, depth int) []string {
+	p := treePrefix(depth)
+	switch r.Kind {
+	case planner.RelOneRow:
+		return []string{p + "One row (no FROM)"}
+	case planner.RelTopic:
+		return []string{p + fmt.Sprintf("Source: %s (topic %s, read whole)", r.Relation.Name, r.Relation.Topic)}
+	case planner.RelVirtual:
+		return []string{p + fmt.Sprintf("Catalog table: %s.%s", r.Virtual.Schema, r.Virtual.Name)}
+	case planner.RelFunc:
+		return []string{p + "Function: " + r.Func}
+	case planner.RelDerived:
+		out := []string{p + "Subquery"}
+		for _, l := range explainPlan(r.Sub, "", "", "") {
+			if strings.HasPrefix(l, "Strategy: ") {
+				continue
+			}
+			out = append(out, strings.Repeat("   ", depth)+l)
+		}
+		return out
+	case planner.RelJoin:
+		j := "Nested loop join (" + r.JoinType + ")"
+		if r.On != nil {
+			j += " on " + r.On.String()
+		}
+		out := []string{p + j}
+		out = append(out, relLines(r.Left, depth+1)...)
+		return append(out, relLines(r.Right, depth+1)...)
+	}
+	return []string{p + "?"}
 }
 
 func exprList(es []exec.Expr, out types.Schema) string {

@@ -52,6 +52,15 @@ func Lex(src string) ([]Token, error) {
 				return toks, syntaxAt(src, i, "unterminated comment")
 			}
 			i += end + 4
+		case (c == 'E' || c == 'e') && i+1 < len(src) && src[i+1] == '\'' && (i == 0 || !isIdentByte(src[i-1])):
+			// E'...': PostgreSQL's escape string; Text holds the decoded value.
+			start := i
+			text, end, err := lexEscapeString(src, i+1)
+			if err != nil {
+				return toks, err
+			}
+			i = end
+			toks = append(toks, Token{Kind: TokString, Text: text, Start: start, End: i})
 		case c == '\'':
 			start := i
 			var b strings.Builder

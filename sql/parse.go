@@ -146,11 +146,17 @@ func (p *stmtParser) statement() (Statement, error) {
 	case t.Is("INSERT"):
 		return p.insert()
 	case t.Is("SELECT"), t.Is("WITH"), t.Is("("):
-		stmt, err := p.selectBody(t.Start)
+		n, err := p.tidb(t.Start)
 		if err != nil {
 			return nil, err
 		}
-		return &Select{Stmt: stmt}, nil
+		switch x := n.(type) {
+		case *ast.SelectStmt:
+			return &Select{Stmt: x}, nil
+		case *ast.SetOprStmt:
+			return &Select{SetOpr: x}, nil
+		}
+		return nil, Errorf(CodeNotSupported, "only SELECT queries are supported here (no WITH)").WithPos(charPos(p.src, t.Start))
 	case t.Is("FLUSH"):
 		p.next()
 		return &Flush{}, p.atEnd()
@@ -219,6 +225,10 @@ func (p *stmtParser) statement() (Statement, error) {
 		return &Noop{Tag: "COMMIT"}, nil
 	case t.Is("ROLLBACK"), t.Is("ABORT"):
 		return &Noop{Tag: "ROLLBACK"}, nil
+	case t.Is("SAVEPOINT"), t.Is("RELEASE"):
+		// Transactions are accepted and have no effect; so do savepoints
+		// (psycopg and SQLAlchemy open them around reflection).
+		return &Noop{Tag: strings.ToUpper(t.Text)}, nil
 	case t.Is("SET"), t.Is("RESET"), t.Is("DISCARD"), t.Is("DEALLOCATE"):
 		return &Noop{Tag: strings.ToUpper(t.Text)}, nil
 	}

@@ -39,8 +39,8 @@ var aggRenames = map[string]string{
 // refused with 0A000 rather than "does not exist".
 var pgTypes = map[string]bool{
 	"DATE": true, "TIME": true, "TIMESTAMPTZ": true, "TIMETZ": true, "JSON": true, "JSONB": true, "BYTEA": true,
-	"UUID": true, "MONEY": true, "INET": true, "CIDR": true, "XML": true, "BIT": true, "VARBIT": true, "OID": true,
-	"TIMESTAMP WITH TIME ZONE": true, "SERIAL": true, "BIGSERIAL": true, "NAME": true, "REGCLASS": true,
+	"UUID": true, "MONEY": true, "INET": true, "CIDR": true, "XML": true, "BIT": true, "VARBIT": true,
+	"TIMESTAMP WITH TIME ZONE": true, "SERIAL": true, "BIGSERIAL": true,
 }
 
 // notFuncName lists keywords that may stand before "(" without naming a
@@ -116,24 +116,94 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 	// following :: applies to all of it.
 	atoms := map[int]int{}
 	var castDepth []int // paren depths at which a CAST( is open
+	var castTok []int   // the CAST token of each
 	depth := 0
+	subst := map[int]string{} // replacements of brackets closed later (pgsyntax.go)
+	fromDepth := -1           // paren depth of the FROM clause being read, -1: none
 	for i := first; i < len(toks); i++ {
 		t := toks[i]
+		_, substituted := subst[i]
+		switch {
+		case substituted: // replaced below; no other rewrite applies
+		case t.Is("FROM"):
+			fromDepth = depth
+		case depth == fromDepth && (t.Is("WHERE") || t.Is("GROUP") || t.Is("HAVING") || t.Is("ORDER") ||
+			t.Is("LIMIT") || t.Is("UNION") || t.Is("OFFSET")):
+			fromDepth = -1
+		case depth == fromDepth && t.Kind == TokIdent && i > first && i+1 < len(toks) &&
+			(toks[i-1].Is("FROM") || toks[i-1].Is("JOIN") || toks[i-1].Is(",")):
+			// A function in FROM (generate_series(...) s): the parser has no
+			// table functions (see tableFunc).
+			k := i
+			for k+2 < len(toks) && toks[k+1].Is(".") {
+				k += 2
+			}
+			if k+1 < len(toks) && toks[k+1].Is("(") {
+				if rp := matching(toks, k+1); rp > 0 {
+					tableFunc(toks, k, rp, t.Start, subst, emit)
+					i = k
+					continue
+				}
+			}
+		case t.Kind == TokIdent && i > first && toks[i-1].Is("AS") && !notFuncName[strings.ToUpper(t.Text)] &&
+			len(castDepth) == 0:
+			// An unquoted alias folds to lower case, as PostgreSQL folds
+			// every unquoted name (AS TABLE_CAT is column table_cat); quoted,
+			// it may be a word MySQL reserves (AS keys).
+			emit(t.Start, t.End, `"`+strings.ToLower(t.Text)+`"`)
+			continue
+		case t.Kind == TokIdent && i > first && toks[i-1].Is(".") && (i+1 >= len(toks) || !toks[i+1].Is("(")) &&
+			!t.Is("*"):
+			// A qualified column name: quoted, it may be a word MySQL
+			// reserves (result.keys).
+			emit(t.Start, t.End, `"`+strings.ToLower(t.Text)+`"`)
+			continue
+		}
+		paren := t.Is("(") || t.Is(")")
+		if r, ok := subst[i]; ok {
+			emit(t.Start, t.End, r)
+			if !paren {
+				continue
+			}
+		} else if !paren {
+			last, handled, err := pgRewrite(src, toks, i, first, atoms, subst, emit)
+			if err != nil {
+				return nil, err
+			}
+			if handled {
+				i = last
+				continue
+			}
+		}
 		switch {
 		case t.Is("("):
 			depth++
 			if i > first && toks[i-1].Is("CAST") {
 				castDepth = append(castDepth, depth)
+				castTok = append(castTok, i-1)
+			}
+			if i+1 < len(toks) && toks[i+1].Is("VALUES") {
+				if err := valuesTable(src, toks, i, emit); err != nil {
+					return nil, err
+				}
+				i++ // VALUES
 			}
 		case t.Is(")"):
 			if n := len(castDepth); n > 0 && castDepth[n-1] == depth {
-				castDepth = castDepth[:n-1]
+				castDepth, castTok = castDepth[:n-1], castTok[:n-1]
 			}
 			depth--
 		case t.Is("AS") && len(castDepth) > 0 && castDepth[len(castDepth)-1] == depth:
 			repl, end, err := castType(src, toks, i+1)
 			if err != nil {
 				return nil, err
+			}
+			if strings.HasPrefix(repl, "__") { // CAST(x AS regclass) → __regclass(x)
+				c := toks[castTok[len(castTok)-1]]
+				emit(c.Start, c.End, repl)
+				emit(t.Start, toks[end].End, "")
+				i = end
+				continue
 			}
 			emit(toks[i+1].Start, toks[end].End, repl)
 			i = end
@@ -146,8 +216,16 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 			if err != nil {
 				return nil, err
 			}
-			emit(toks[ps].Start, toks[ps].Start, "CAST(")
-			emit(t.Start, toks[end].End, " AS "+repl+")")
+			if strings.HasPrefix(repl, "__") { // a cast the planner does as a function (pgFuncCasts)
+				emit(toks[ps].Start, toks[ps].Start, repl+"(")
+				emit(t.Start, toks[end].End, ")")
+				atoms[end] = ps
+				i = end
+				continue
+			} else {
+				emit(toks[ps].Start, toks[ps].Start, "CAST(")
+				emit(t.Start, toks[end].End, " AS "+repl+")")
+			}
 			atoms[end] = ps
 			i = end
 		case t.Is("||"):
@@ -188,7 +266,13 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 		if ca.start != cb.start {
 			return ca.start < cb.start
 		}
-		return (ca.start == ca.end) && (cb.start != cb.end)
+		insA, insB := ca.start == ca.end, cb.start == cb.end
+		if insA && insB {
+			// Two openings at one place: the later one wraps the earlier
+			// (x::regtype::text is CAST(__regtype(x) AS CHAR)).
+			return ca.seq > cb.seq
+		}
+		return insA && !insB
 	})
 	r := &rewrite{orig: src, base: start}
 	var b strings.Builder
@@ -318,6 +402,18 @@ func castType(src string, toks []Token, k int) (string, int, error) {
 			return "", k, syntaxAt(src, toks[end+1].Start, "type modifiers must be numbers, as in VARCHAR(20)")
 		}
 		end = m
+	}
+	if end+2 < len(toks) && toks[end+1].Is("[") && toks[end+2].Is("]") { // int2[]: arrays travel as text
+		return ArrayCastFunc, end + 2, nil
+	}
+	if t.Kind == TokQIdent && t.Text == "char" { // "char", PostgreSQL's one-byte type
+		name = "CHAR"
+	}
+	if f, ok := pgFuncCasts[name]; ok {
+		return f, end, nil
+	}
+	if name == "NAME" {
+		name = "TEXT"
 	}
 	if name == "TIMESTAMP" {
 		switch {

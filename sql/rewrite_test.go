@@ -11,7 +11,7 @@ func TestRewriteBody(t *testing.T) {
 		{"SELECT a::bigint::text FROM t", "SELECT CAST(CAST(a AS SIGNED) AS CHAR) FROM t"},
 		{"SELECT (a + b)::text FROM t", "SELECT CAST((a + b) AS CHAR) FROM t"},
 		{"SELECT lower(s)::varchar(10) FROM t", "SELECT CAST(lower(s) AS CHAR) FROM t"},
-		{"SELECT t.a::double precision FROM t", "SELECT CAST(t.a AS DOUBLE) FROM t"},
+		{"SELECT t.a::double precision FROM t", "SELECT CAST(t.\"a\" AS DOUBLE) FROM t"},
 		{"SELECT '5'::int, 2.5::float8", "SELECT CAST('5' AS SIGNED), CAST(2.5 AS DOUBLE)"},
 		{"SELECT TRUE::text", "SELECT CAST(__bool(1) AS CHAR)"},
 		{"SELECT INTERVAL '1' DAY::text", "SELECT CAST(__ivl(86400000) AS CHAR)"},

@@ -52,9 +52,11 @@ type Insert struct {
 	Rows    [][]ast.ExprNode
 }
 
-// Select is a bounded query over a topic.
+// Select is a bounded query: one SELECT (Stmt) or a UNION/EXCEPT/INTERSECT
+// of SELECTs (SetOpr).
 type Select struct {
-	Stmt *ast.SelectStmt
+	Stmt   *ast.SelectStmt
+	SetOpr *ast.SetOprStmt
 }
 
 // Flush waits for every running stream to process what was written before it.

@@ -95,10 +95,20 @@ func (t Type) OID() uint32 {
 // Numeric reports whether arithmetic applies.
 func (t Type) Numeric() bool { return t == Int || t == Double }
 
-// Field is a named, typed column.
+// Field is a named, typed column. OID, when set, is the PostgreSQL type
+// clients are told instead of Type's (a catalog column of type oid or name).
 type Field struct {
 	Name string
 	Type Type
+	OID  uint32
+}
+
+// PGOID is the PostgreSQL type OID of the field.
+func (f Field) PGOID() uint32 {
+	if f.OID != 0 {
+		return f.OID
+	}
+	return f.Type.OID()
 }
 
 // Schema is an ordered list of fields.

@@ -43,3 +43,21 @@ SELECT 1 AS one;
 \d per_sensor
 \d+ per_sensor
 \d nothing
+
+-- An upsert stream reads as its current table; \d shows its primary key.
+CREATE STREAM sensor_totals WITH (topic = 'sensor_totals') AS
+  SELECT sensor, COUNT(*) AS n FROM readings GROUP BY sensor;
+FLUSH;
+INSERT INTO readings VALUES ('s1', 6, 1.0, true, TIMESTAMP '2024-01-01 00:03:00');
+FLUSH;
+SELECT sensor, n FROM sensor_totals ORDER BY sensor;
+SELECT n FROM sensor_totals WHERE sensor = 's1';
+\d sensor_totals
+DESCRIBE sensor_totals;
+
+-- Catalog queries run through the engine's planner and evaluator.
+SELECT relname FROM pg_catalog.pg_class WHERE relname = ANY(ARRAY['readings']);
+SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 2200 ORDER BY relname LIMIT 2;
+SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public';
+SELECT * FROM pg_catalog.pg_nonexistent;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE

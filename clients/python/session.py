@@ -3,8 +3,9 @@
 DDL, INSERT with server-side parameters and FLUSH, then typed SELECTs and a
 parameterised query run three ways: psycopg's default (server-side binding,
 text), prepared (prepare=True: a named server-side statement) and binary
-(binary=True: binary parameters and results). Exits non-zero at the first
-difference.
+(binary=True: binary parameters and results). Then SQLAlchemy's reflection
+(inspect(engine): table and view names, columns, primary keys), the path BI
+tools built on it take. Exits non-zero at the first difference.
 
     python session.py "host=127.0.0.1 port=5433 user=turbine dbname=turbine"
 """
@@ -13,6 +14,7 @@ import sys
 from datetime import datetime
 
 import psycopg
+import sqlalchemy
 from psycopg.types import TypeInfo
 
 ROWS = [
@@ -54,6 +56,11 @@ def setup(conninfo):
             "CREATE STREAM per_sensor WITH (topic = 'per_sensor') AS"
             " SELECT sensor, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS w, COUNT(*) AS n, SUM(value) AS total"
             " FROM readings GROUP BY sensor, TUMBLE(ts, INTERVAL '1' MINUTE)"
+        )
+        # An upsert stream: its group key is its primary key.
+        conn.execute(
+            "CREATE STREAM sensor_counts WITH (topic = 'sensor_counts') AS"
+            " SELECT sensor, COUNT(*) AS n FROM readings GROUP BY sensor"
         )
         # Server-side parameters of every type, through INSERT.
         with conn.cursor() as cur:
@@ -98,6 +105,38 @@ def session(conninfo, name, **opts):
     print(f"python: {name} ok")
 
 
+def reflection(conninfo):
+    """SQLAlchemy's Inspector reads pg_catalog through the planner."""
+    # The same connection string (SCRAM, TLS verify-full) through psycopg.
+    engine = sqlalchemy.create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(conninfo))
+    try:
+        insp = sqlalchemy.inspect(engine)
+        check("get_schema_names", "public" in insp.get_schema_names(), True)
+        check("get_table_names", insp.get_table_names(), ["readings"])
+        check("get_materialized_view_names", sorted(insp.get_materialized_view_names()), ["per_sensor", "sensor_counts"])
+        cols = [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns("readings")]
+        check(
+            "get_columns readings",
+            cols,
+            [("sensor", "TEXT", True), ("seq", "BIGINT", True), ("value", "DOUBLE PRECISION", True),
+             ("ok", "BOOLEAN", True), ("ts", "TIMESTAMP", True)],
+        )
+        cols = [(c["name"], str(c["type"])) for c in insp.get_columns("sensor_counts")]
+        check("get_columns sensor_counts", cols, [("sensor", "TEXT"), ("n", "BIGINT")])
+        pk = insp.get_pk_constraint("sensor_counts")
+        check("get_pk_constraint", (pk["name"], pk["constrained_columns"]), ("sensor_counts_pkey", ["sensor"]))
+        check("no primary key on a source", insp.get_pk_constraint("readings")["constrained_columns"], [])
+        check("has_table", (insp.has_table("readings"), insp.has_table("nothing")), (True, False))
+        meta = sqlalchemy.MetaData()
+        t = sqlalchemy.Table("readings", meta, autoload_with=engine)
+        with engine.connect() as conn:
+            rows = conn.execute(sqlalchemy.select(t.c.sensor, t.c.seq).where(t.c.seq > 3).order_by(t.c.seq)).all()
+        check("reflected table SELECT", [tuple(r) for r in rows], [("s1", 4), ("s2", 5)])
+    finally:
+        engine.dispose()
+    print("python: SQLAlchemy reflection ok")
+
+
 def main():
     conninfo = sys.argv[1]
     setup(conninfo)
@@ -108,6 +147,7 @@ def main():
         # psycopg asks pg_type about types it is told to fetch.
         info = TypeInfo.fetch(conn, "int8")
         check("TypeInfo.fetch int8", (info.name, info.oid), ("int8", 20))
+    reflection(conninfo)
     print("python: ok")
 
 

@@ -25,9 +25,10 @@ func TestDependencyDirection(t *testing.T) {
 		pkgs      []string
 		forbidden []string
 	}{
-		{[]string{"agg", "window", "shuffle", "state", "types", "exec", "catalog", "sql", "sizing"},
-			[]string{mod + "planner", mod + "pgwire", mod + "server", mod + "cmd/"}},
-		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire", "sizing"},
+		{[]string{"agg", "window", "shuffle", "state", "types", "exec", "catalog", "sql", "sizing", "pgcat"},
+			[]string{mod + "planner", mod + "pgwire", mod + "server", mod + "cmd/", mod + "bounded"}},
+		{[]string{"planner"}, []string{mod + "bounded", mod + "server"}},
+		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire", "sizing", "pgcat", "bounded"},
 			[]string{"github.com/twmb/franz-go"}},
 		{[]string{"pgwire"}, []string{mod + "sql", mod + "catalog", mod + "exec"}},
 		// The runtime never sees the server: it gets what it needs through

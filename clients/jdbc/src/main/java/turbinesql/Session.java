@@ -76,6 +76,10 @@ public final class Session {
           "CREATE STREAM per_sensor WITH (topic = 'per_sensor') AS"
               + " SELECT sensor, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS w, COUNT(*) AS n, SUM(value) AS total"
               + " FROM readings GROUP BY sensor, TUMBLE(ts, INTERVAL '1' MINUTE)");
+      // An upsert stream: its group key is its primary key.
+      s.execute(
+          "CREATE STREAM sensor_counts WITH (topic = 'sensor_counts') AS"
+              + " SELECT sensor, COUNT(*) AS n FROM readings GROUP BY sensor");
     }
     // Parameters of every type through a PreparedStatement INSERT: one
     // timestamp as java.sql.Timestamp, one as LocalDateTime.
@@ -166,7 +170,39 @@ public final class Session {
         tables.add(rs.getString("TABLE_NAME") + ":" + rs.getString("TABLE_TYPE"));
       }
     }
-    check(name + ": getTables", "[per_sensor:MATERIALIZED VIEW, readings:TABLE]", tables.toString());
+    check(name + ": getTables (an upsert stream's primary key is an index, as PostgreSQL lists it)",
+        "[sensor_counts_pkey:INDEX, per_sensor:MATERIALIZED VIEW, sensor_counts:MATERIALIZED VIEW, readings:TABLE]",
+        tables.toString());
+    List<String> cols = new ArrayList<>();
+    try (ResultSet rs = c.getMetaData().getColumns(null, "public", "readings", "%")) {
+      while (rs.next()) {
+        cols.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME") + ":" + rs.getInt("DATA_TYPE")
+            + ":" + rs.getInt("ORDINAL_POSITION") + ":" + rs.getString("IS_NULLABLE"));
+      }
+    }
+    check(name + ": getColumns",
+        "[sensor:text:12:1:YES, seq:int8:-5:2:YES, value:float8:8:3:YES, ok:bool:-7:4:YES, ts:timestamp:93:5:YES]",
+        cols.toString());
+    List<String> pk = new ArrayList<>();
+    try (ResultSet rs = c.getMetaData().getPrimaryKeys(null, "public", "sensor_counts")) {
+      while (rs.next()) {
+        pk.add(rs.getString("TABLE_NAME") + ":" + rs.getString("COLUMN_NAME") + ":" + rs.getInt("KEY_SEQ")
+            + ":" + rs.getString("PK_NAME"));
+      }
+    }
+    check(name + ": getPrimaryKeys", "[sensor_counts:sensor:1:sensor_counts_pkey]", pk.toString());
+    try (ResultSet rs = c.getMetaData().getPrimaryKeys(null, "public", "readings")) {
+      check(name + ": a source has no primary key", false, rs.next());
+    }
+    List<String> typeNames = new ArrayList<>();
+    try (ResultSet rs = c.getMetaData().getTypeInfo()) {
+      while (rs.next()) {
+        typeNames.add(rs.getString("TYPE_NAME") + ":" + rs.getInt("DATA_TYPE"));
+      }
+    }
+    for (String t : new String[] {"int8:-5", "text:12", "float8:8", "bool:-7", "timestamp:93"}) {
+      check(name + ": getTypeInfo lists " + t, true, typeNames.contains(t));
+    }
     System.out.println("jdbc: " + name + " ok");
   }
 
