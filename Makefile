@@ -83,11 +83,11 @@ bench:
 # Not in .ci/run yet: today's runtime fails it (see the README).
 .PHONY: chaos chaos-short
 chaos: build
-	$(GO) run ./ci/chaos -faults 15 -broker-restarts 1 -seconds 240 $(CHAOSFLAGS)
+	$(GO) run ./ci/chaos -faults 15 -broker-restarts 1 -disk-full 1 -seconds 240 $(CHAOSFLAGS)
 
 # Under three minutes, for CI once the runtime passes it.
 chaos-short: build
-	$(GO) run ./ci/chaos -faults 5 -seconds 60 $(CHAOSFLAGS)
+	$(GO) run ./ci/chaos -faults 5 -disk-full 1 -seconds 60 $(CHAOSFLAGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -96,18 +96,33 @@ func DecodeSource(v []byte) (p int32, off int64, err error) {
 	return int32(pp), int64(o), nil
 }
 
-// EncodePartial is a combine partial's record value: the window start (8
-// bytes; a header would cost its name on every partial), then the
-// accumulators.
-func EncodePartial(window int64, enc []byte) []byte {
-	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(enc)), uint64(window))
+// partialFrom marks a partial that names its source partition.
+const partialFrom = 0xC1
+
+// EncodePartial is a combine partial's record value: a mark, the source
+// partition that shipped it (varint), the window start (8 bytes; headers
+// would cost their names on every partial), then the accumulators.
+func EncodePartial(source int32, window int64, enc []byte) []byte {
+	val := make([]byte, 0, 14+len(enc))
+	val = append(val, partialFrom)
+	val = binary.AppendUvarint(val, uint64(source))
+	val = binary.BigEndian.AppendUint64(val, uint64(window))
 	return append(val, enc...)
 }
 
-// DecodePartial reads EncodePartial.
-func DecodePartial(v []byte) (window int64, enc []byte, err error) {
-	if len(v) < 8 {
-		return 0, nil, errors.New("a partial without its window")
+// DecodePartial reads EncodePartial, and the older form without the
+// source (hasSource false): the window start, then the accumulators.
+func DecodePartial(v []byte) (source int32, hasSource bool, window int64, enc []byte, err error) {
+	if len(v) > 0 && v[0] == partialFrom {
+		q, n := binary.Uvarint(v[1:])
+		if n <= 0 || len(v) < 1+n+8 {
+			return 0, false, 0, nil, errors.New("a partial without its window")
+		}
+		v = v[1+n:]
+		return int32(q), true, int64(binary.BigEndian.Uint64(v)), v[8:], nil
 	}
-	return int64(binary.BigEndian.Uint64(v)), v[8:], nil
+	if len(v) < 8 {
+		return 0, false, 0, nil, errors.New("a partial without its window")
+	}
+	return 0, false, int64(binary.BigEndian.Uint64(v)), v[8:], nil
 }

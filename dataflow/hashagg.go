@@ -2,6 +2,9 @@ package dataflow
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
 	"fmt"
 	"strconv"
 	"strings"
@@ -55,6 +58,9 @@ type HashAgg struct {
 
 	agg        *exec.Aggregator
 	env        *Env
+	// bySource: in a merge stage, the latest partial of each source
+	// partition per group (window start, 8 bytes, then the group key).
+	bySource map[string]map[int32][]byte
 	wm         int64 // the watermark windows are closed up to
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start
@@ -75,8 +81,18 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		h.recovering = true
 	}
 	h.lastEarly = env.Now()
+	h.bySource = map[string]map[int32][]byte{}
 	return env.Store.AccsOfGroups(env.State, env.Groups(), func(kg uint16, key []byte, window int64, val []byte) error {
-		if err := h.agg.Restore(exec.StateRef{KG: kg, Key: key, Window: window}, val); err != nil {
+		ref := exec.StateRef{KG: kg, Key: key, Window: window}
+		if h.Merge && len(val) > 0 && val[0] == sourcesMark {
+			srcs, err := decodeSources(val)
+			if err != nil {
+				return fmt.Errorf("restore state of %s: %w", env.State, err)
+			}
+			h.bySource[groupID(window, key)] = srcs
+			return h.agg.RestorePartials(ref, sortedPartials(srcs))
+		}
+		if err := h.agg.Restore(ref, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", env.State, err)
 		}
 		return nil
@@ -107,7 +123,7 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 func (h *HashAgg) mergePartials(b *Batch) error {
 	size := h.Plan.Window.Spec.Size
 	for _, rec := range b.Recs {
-		w, enc, err := DecodePartial(rec.Value)
+		q, hasSource, w, enc, err := DecodePartial(rec.Value)
 		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
@@ -116,11 +132,88 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 			h.env.Stats.Late.Add(1)
 			continue
 		}
-		if err := h.agg.MergePartial(w, rec.Key, enc); err != nil {
+		if !hasSource { // written before partials named their source
+			err = h.agg.MergePartial(w, rec.Key, enc)
+		} else {
+			// The latest partial of each source stands for all it shipped
+			// of the group: the group is their merge.
+			id := groupID(w, rec.Key)
+			srcs := h.bySource[id]
+			if srcs == nil {
+				srcs = map[int32][]byte{}
+				h.bySource[id] = srcs
+			}
+			srcs[q] = append([]byte(nil), enc...)
+			err = h.agg.SetPartials(w, rec.Key, sortedPartials(srcs))
+		}
+		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 	}
 	return nil
+}
+
+// sourcesMark starts a merge stage's stored group: the latest partial of
+// each source, not a merged accumulator.
+const sourcesMark = 0xC2
+
+func groupID(window int64, key []byte) string {
+	return string(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(key)), uint64(window))) + string(key)
+}
+
+// sortedPartials lists the partials by source partition, so a group is
+// rebuilt the same way every time.
+func sortedPartials(srcs map[int32][]byte) [][]byte {
+	qs := make([]int32, 0, len(srcs))
+	for q := range srcs {
+		qs = append(qs, q)
+	}
+	slices.Sort(qs)
+	out := make([][]byte, len(qs))
+	for i, q := range qs {
+		out[i] = srcs[q]
+	}
+	return out
+}
+
+func encodeSources(srcs map[int32][]byte) []byte {
+	v := append(make([]byte, 0, 64), sourcesMark)
+	v = binary.AppendUvarint(v, uint64(len(srcs)))
+	qs := make([]int32, 0, len(srcs))
+	for q := range srcs {
+		qs = append(qs, q)
+	}
+	slices.Sort(qs)
+	for _, q := range qs {
+		v = binary.AppendUvarint(v, uint64(q))
+		v = binary.AppendUvarint(v, uint64(len(srcs[q])))
+		v = append(v, srcs[q]...)
+	}
+	return v
+}
+
+func decodeSources(v []byte) (map[int32][]byte, error) {
+	bad := errors.New("corrupt partials of a merged group")
+	v = v[1:]
+	n, k := binary.Uvarint(v)
+	if k <= 0 {
+		return nil, bad
+	}
+	v = v[k:]
+	out := make(map[int32][]byte, n)
+	for i := uint64(0); i < n; i++ {
+		q, a := binary.Uvarint(v)
+		if a <= 0 {
+			return nil, bad
+		}
+		l, b := binary.Uvarint(v[a:])
+		if b <= 0 || uint64(len(v)-a-b) < l {
+			return nil, bad
+		}
+		out[int32(q)] = append([]byte(nil), v[a+b:a+b+int(l)]...)
+		v = v[a+b+int(l):]
+	}
+	return out, nil
 }
 
 // routeLate accounts for rows every window of which had closed: with a
@@ -261,7 +354,19 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 		}
 		c.Closed, c.HasClosed = h.wm, true
 	}
+	if h.Merge && h.hasWM {
+		// Closed windows' partials are done with.
+		size := h.Plan.Window.Spec.Size
+		for id := range h.bySource {
+			if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); w+size+h.agg.Lateness <= h.wm {
+				delete(h.bySource, id)
+			}
+		}
+	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		if srcs := h.bySource[groupID(ref.Window, ref.Key)]; h.Merge && srcs != nil {
+			val = encodeSources(srcs)
+		}
 		return c.State.PutAcc(ref.KG, ref.Key, ref.Window, val)
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteAcc(ref.KG, ref.Key, ref.Window)

@@ -13,11 +13,14 @@ import (
 
 // PartialAgg is the pre-aggregation side of a combine hop, one per source
 // partition: it folds the partition's rows into per-(window, key) partial
-// accumulators; when the partition's watermark passes a window's end (on
-// idleness or a FLUSH: every window it holds) it ships the window's
-// partials to the internal topic keyed (murmur2) by the group key, then a
-// marker to every internal partition. The stream's merge stage behind it
-// merges them.
+// accumulators; when the partition's watermark passes a window's end it
+// ships the window's partials to the internal topic keyed (murmur2) by the
+// group key and drops the window; on idleness or a FLUSH it also ships the
+// windows still open, whole as they stand, and keeps them. Then a marker
+// goes to every internal partition. Each partial names its source
+// partition, and the merge stage keeps the latest partial of each source
+// per group: a ship repeated after a crash replaces the one before instead
+// of counting twice.
 //
 // Its restart position is the first offset of a row in a window not
 // shipped yet (Commit.Restart), so a restart re-reads exactly what it had
@@ -35,6 +38,7 @@ type PartialAgg struct {
 	hasShip bool
 	minOff  map[int64]int64 // per window held: first offset of a row in it
 	applied int64           // offsets below it were read before a restart: a replay
+	next    int64           // the next offset to read
 }
 
 var _ Op = (*PartialAgg)(nil)
@@ -50,6 +54,7 @@ func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	m := env.Restored
 	c.shipped, c.hasShip = m.Closed, m.HasClosed
 	c.applied = max(m.Applied, m.Offset)
+	c.next = m.Offset
 	return nil
 }
 
@@ -72,6 +77,7 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 			lastW, haveW = w, true
 		}
 	}
+	c.next = b.Recs[len(b.Recs)-1].Offset + 1
 	late, err := c.agg.Consume(data, c.shipped, c.hasShip)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%d: %w", b.Recs[0].Topic, b.Partition, err)
@@ -91,17 +97,26 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 
 // OnWatermark ships the partials of the windows the watermark has passed
 // (everything held when the partition is idle or flushed), then a marker.
+//
+// After a restart it ships nothing, and sends no marker, until it has read
+// again what it had read before: a window shipped then (and maybe merged)
+// is shipped again only whole, and no marker passes a window whose partial
+// is still being rebuilt.
 func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, error) {
-	all := wm.Flush || wm.Idle
-	if wm.Has || all {
-		for _, part := range c.agg.ShipDue(wm.WM, all) {
-			c.env.Out.Produce(ctx, &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(part.Window, part.Enc),
-				Partition: state.PartitionFor(part.Key, c.Partitions)})
-			delete(c.minOff, part.Window)
-		}
-		if wm.Has && (!c.hasShip || wm.WM > c.shipped) {
-			c.shipped, c.hasShip = wm.WM, true
-		}
+	if c.next < c.applied {
+		return nil, nil // replaying
+	}
+	open := wm.Flush || wm.Idle
+	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
+	for _, part := range parts {
+		c.env.Out.Produce(ctx, &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),
+			Partition: state.PartitionFor(part.Key, c.Partitions)})
+	}
+	for _, w := range closed {
+		delete(c.minOff, w)
+	}
+	if wm.Has && (!c.hasShip || wm.WM > c.shipped) {
+		c.shipped, c.hasShip = wm.WM, true
 	}
 	SendMarkers(ctx, c.env, c.Topic, c.Partitions, wm)
 	return nil, nil

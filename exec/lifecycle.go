@@ -300,3 +300,62 @@ func (a *Aggregator) ShipDue(wm int64, all bool) []Partial {
 	}
 	return out
 }
+
+// Ship is ShipDue for a pre-aggregation whose receiver keeps the latest
+// partial of each source (ReplacePartial): the windows due by wm (hasWM)
+// are shipped and removed (closed lists them); with open, the windows not
+// due yet are shipped too, whole as they stand, and kept, so a later ship
+// of the same window replaces this one.
+func (a *Aggregator) Ship(wm int64, hasWM, open bool) (out []Partial, closed []int64) {
+	for _, w := range a.Table.windowStarts() {
+		due := hasWM && w+a.Window.Size+a.Lateness <= wm
+		if !due && !open {
+			continue
+		}
+		for _, s := range a.Table.WindowSlots(w) {
+			out = append(out, Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)})
+		}
+		if due {
+			a.Table.CloseWindow(w)
+			closed = append(closed, w)
+		}
+	}
+	return out, closed
+}
+
+// RestorePartials loads a group of a merge stage from the latest partial
+// of each source, read back from state.
+func (a *Aggregator) RestorePartials(ref StateRef, encs [][]byte) error {
+	s := a.Table.Slot(ref.Window, ref.Key, ref.KG)
+	a.Table.Meta(s).Stored = true
+	for _, enc := range encs {
+		if err := a.Table.Merge(s, enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetPartials sets group (window, key) to the merge of encs, replacing
+// whatever it held: a merge stage that keeps each source's latest partial
+// recomputes the group from them when one is replaced.
+func (a *Aggregator) SetPartials(window int64, key []byte, encs [][]byte) error {
+	s, isNew := a.Table.Lookup(window, key)
+	if isNew {
+		a.Table.Meta(s).KG = a.keyGroup(key)
+	} else {
+		for _, f := range a.Table.Aggs {
+			f.Reset(s)
+		}
+	}
+	for _, enc := range encs {
+		if err := a.Table.Merge(s, enc); err != nil {
+			if isNew {
+				a.Table.CloseWindowSlot(s)
+			}
+			return err
+		}
+	}
+	a.Table.markDirty(s)
+	return nil
+}

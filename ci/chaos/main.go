@@ -38,6 +38,7 @@ type options struct {
 	bin                  string
 	faults, brokerFaults int
 	seconds              float64
+	diskFulls            int
 	seed                 uint64
 	rate                 int
 	parts                int
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin/turbinesql", "the turbinesql binary to run (make chaos builds it)")
 	flag.IntVar(&o.faults, "faults", 15, "server faults: SIGKILL or clean SIGTERM, each followed by a restart on the same data dir")
 	flag.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs")
+	flag.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
 	flag.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock); the faults fall within it")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the input and the fault schedule (0: pick one and print it)")
 	flag.IntVar(&o.rate, "rate", 400, "input rows per second, over all source partitions")
@@ -102,7 +104,7 @@ type chaos struct {
 	status    map[string]string
 	unplanned []string // exits nobody asked for
 
-	killed, termed, brokerRestarts int
+	killed, termed, brokerRestarts, diskFulls int
 	prod                           *producer
 }
 
@@ -129,8 +131,8 @@ func run(o options) (int, error) {
 	}
 	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
 		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
-	fmt.Printf("chaos: seed %d (replay: go run ./ci/chaos -seed %d -faults %d -broker-restarts %d -seconds %g -rate %d -partitions %d)\n",
-		o.seed, o.seed, o.faults, o.brokerFaults, o.seconds, o.rate, o.parts)
+	fmt.Printf("chaos: seed %d (replay: go run ./ci/chaos -seed %d -faults %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d)\n",
+		o.seed, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts)
 	fmt.Printf("chaos: work dir %s\n", work)
 	code, err := c.main(ctx, bin)
 	if c.stopBrk != nil {
@@ -153,6 +155,20 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		return 0, err
 	}
 	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log")}
+	if o.diskFulls > 0 {
+		if err := mountDisk(c.cfg.dataDir); err != nil {
+			return 0, err
+		}
+		defer func() {
+			c.mu.Lock()
+			s := c.cur
+			c.mu.Unlock()
+			if s != nil {
+				_ = s.stop(syscall.SIGTERM, 60*time.Second)
+			}
+			unmountDisk(c.cfg.dataDir)
+		}()
+	}
 	if err := c.restart(ctx); err != nil {
 		return 0, err
 	}
@@ -232,8 +248,8 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		vs = append(vs, v)
 	}
 	c.logf("read and audited %d streams", len(vs))
-	faults := c.killed + c.termed + c.brokerRestarts
-	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts", c.killed, c.termed, c.brokerRestarts)
+	faults := c.killed + c.termed + c.brokerRestarts + c.diskFulls
+	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts, %d disk full", c.killed, c.termed, c.brokerRestarts, c.diskFulls)
 	if o.finalRestart {
 		fmt.Print(" (plus the final clean restart)")
 	}
@@ -284,14 +300,14 @@ func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
 // after each at once or after a short gap (far below idle_timeout).
 func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 	type event struct {
-		at     time.Duration
-		broker bool
+		at           time.Duration
+		broker, disk bool
 	}
 	total := time.Duration(c.o.seconds * float64(time.Second))
 	var evs []event
-	for i := 0; i < c.o.faults+c.o.brokerFaults; i++ {
+	for i := 0; i < c.o.faults+c.o.brokerFaults+c.o.diskFulls; i++ {
 		at := time.Duration((0.05 + 0.9*c.rng.Float64()) * float64(total))
-		evs = append(evs, event{at: at, broker: i >= c.o.faults})
+		evs = append(evs, event{at: at, broker: i >= c.o.faults && i < c.o.faults+c.o.brokerFaults, disk: i >= c.o.faults+c.o.brokerFaults})
 	}
 	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	evs = append(evs, event{at: total}) // the end of production
@@ -317,6 +333,12 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 		}
 		if ev.broker {
 			if err := c.restartBroker(); err != nil {
+				return err
+			}
+			continue
+		}
+		if ev.disk {
+			if err := c.fillDisk(ctx); err != nil {
 				return err
 			}
 			continue
