@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,11 +56,11 @@ type HashAgg struct {
 	// pre-aggregation (records: key = group key, value = window + state).
 	Merge bool
 
-	agg        *exec.Aggregator
-	env        *Env
+	agg *exec.Aggregator
+	env *Env
 	// bySource: in a merge stage, the latest partial of each source
 	// partition per group (window start, 8 bytes, then the group key).
-	bySource map[string]map[int32][]byte
+	bySource   map[string]map[int32][]byte
 	wm         int64 // the watermark windows are closed up to
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start

@@ -105,7 +105,7 @@ type chaos struct {
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts, diskFulls int
-	prod                           *producer
+	prod                                      *producer
 }
 
 // lateSeen is what one server run reported late for a stream: SHOW
