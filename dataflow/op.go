@@ -70,6 +70,9 @@ type Batch struct {
 	Final bool
 	// Rows are the projected output rows (after a projection).
 	Rows [][]any
+	// Tombstones are keys whose group an upsert stream deletes (it stopped
+	// satisfying HAVING): the sink writes each as a record with no value.
+	Tombstones [][]byte
 	// Next chains further batches (say one per window closed at once).
 	Next *Batch
 }

@@ -11,10 +11,15 @@ import (
 // AddFinal (EMIT EVERY) each row gets the is_final column: false on an
 // early fire, true on a window's final pane. Keys chosen upstream follow
 // the rows that pass.
+//
+// With Tombstones (an upsert stream keyed by its group key), a keyed row
+// the filter (HAVING) rejects becomes a tombstone of its key, so readers of
+// the output topic as a table see the group disappear.
 type Project struct {
-	Filter   exec.Expr
-	Exprs    []exec.Expr
-	AddFinal bool
+	Filter     exec.Expr
+	Exprs      []exec.Expr
+	AddFinal   bool
+	Tombstones bool
 }
 
 var _ Op = (*Project)(nil)
@@ -23,6 +28,7 @@ func (p *Project) Open(context.Context, *Env) error { return nil }
 
 func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
 	data, keys := b.Data, b.Keys
+	var tombs [][]byte
 	if p.Filter != nil && data.N > 0 {
 		m, err := p.Filter.Eval(data)
 		if err != nil {
@@ -37,6 +43,8 @@ func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
 				if keys != nil {
 					ks = append(ks, keys[i])
 				}
+			} else if p.Tombstones && keys != nil && keys[i] != nil {
+				tombs = append(tombs, keys[i])
 			}
 		}
 		if kept < data.N {
@@ -44,6 +52,9 @@ func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
 		}
 	}
 	if data.N == 0 {
+		if len(tombs) > 0 {
+			return &Batch{Partition: b.Partition, Tombstones: tombs, Final: b.Final}, nil
+		}
 		return nil, nil
 	}
 	rows, err := exec.Project(data, p.Exprs)
@@ -55,7 +66,7 @@ func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
 			rows[i] = append(rows[i], b.Final)
 		}
 	}
-	return &Batch{Partition: b.Partition, Rows: rows, Keys: keys, Final: b.Final}, nil
+	return &Batch{Partition: b.Partition, Rows: rows, Keys: keys, Final: b.Final, Tombstones: tombs}, nil
 }
 
 func (p *Project) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }

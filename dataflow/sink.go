@@ -87,7 +87,10 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 			s.env.Out.Produce(ctx, rec)
 		}
 	}
-	if n := len(b.Rows); n > 0 {
+	for _, key := range b.Tombstones {
+		s.env.Out.Produce(ctx, &kafkaio.Record{Topic: s.Topic, Key: key, Partition: state.PartitionFor(key, s.Partitions)})
+	}
+	if n := len(b.Rows) + len(b.Tombstones); n > 0 {
 		s.env.Metrics.RecordsOut.WithLabelValues(s.env.Name).Add(float64(n))
 		s.env.Stats.Out.Add(int64(n))
 	}

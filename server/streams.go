@@ -181,7 +181,11 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			out = append(out, &dataflow.HashAgg{Plan: p, LatenessMs: def.Options.AllowedLatenessMs, LateDataTopic: def.Options.LateDataTopic,
 				EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, DLQ: s.dlqPartitions,
 				Merge: p.Strategy == planner.StrategyCombine})
-			out = append(out, &dataflow.Project{Filter: p.Having, Exprs: p.Project, AddFinal: def.Options.EmitEveryMs > 0})
+			// An upsert stream keyed by its group key deletes a group that
+			// stops satisfying HAVING (with message_key, records of several
+			// groups share a key: a tombstone would delete them all).
+			tombs := p.Window == nil && def.Options.MessageKey == ""
+			out = append(out, &dataflow.Project{Filter: p.Having, Exprs: p.Project, AddFinal: def.Options.EmitEveryMs > 0, Tombstones: tombs})
 		} else {
 			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
 		}
