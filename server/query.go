@@ -259,9 +259,14 @@ func (s *Server) scanQuery(ctx context.Context, p *planner.Plan) ([][]any, error
 			return nil, err
 		}
 	}
-	recs, err := s.readRelation(ctx, p.Input)
+	recs, fromState, err := s.lookupFromState(p)
 	if err != nil {
 		return nil, err
+	}
+	if !fromState {
+		if recs, err = s.readRelation(ctx, p.Input); err != nil {
+			return nil, err
+		}
 	}
 	var rows [][]any
 	decode := func(fn func(*exec.Batch) error) error { return s.decodeRecords(p.Input, recs, p.NeedsSeq, fn) }

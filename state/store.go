@@ -440,3 +440,17 @@ func upper(pre []byte) []byte {
 	u[len(u)-1]++
 	return u
 }
+
+// Acc reads the stored accumulators of one (key group, key, window) of
+// stream (nil when there are none): a point lookup.
+func (s *Store) Acc(stream string, kg uint16, key []byte, window int64) ([]byte, error) {
+	v, closer, err := s.db.Get(AccKey(stream, kg, key, window))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state of %s: %w", stream, err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
