@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/pgcat"
@@ -116,17 +115,7 @@ func Aggregated(p *planner.Plan, ag *exec.Aggregator) ([][]any, error) {
 
 // Aggregator builds the hash aggregation of p.
 func Aggregator(p *planner.Plan, latenessMs int64) (*exec.Aggregator, error) {
-	cfg := exec.AggConfig{Filter: p.Filter, Keys: p.Keys, PK: p.PartitionKey, TimeIdx: -1, Lateness: latenessMs,
-		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs))}
-	for i, a := range p.Aggs {
-		cfg.Specs[i] = a.Spec
-		cfg.Args[i] = a.Args
-	}
-	if p.Window != nil {
-		spec := p.Window.Spec
-		cfg.TimeIdx, cfg.Window = p.Window.TimeIdx, &spec
-	}
-	return exec.NewAggregator(cfg)
+	return planner.NewAggregator(p, latenessMs, 0)
 }
 
 // Finish sorts, offsets, limits and cuts hidden sort columns.

@@ -10,27 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/types"
 )
 
-// NewAggregator makes the hash aggregation of a plan, its groups keyed for
-// an input of partitions partitions (0: 960 key groups).
+// NewAggregator makes the hash aggregation of a plan (planner.NewAggregator).
 func NewAggregator(p *planner.Plan, latenessMs int64, partitions int) (*exec.Aggregator, error) {
-	cfg := exec.AggConfig{Filter: p.Filter, Keys: p.Keys, PK: p.PartitionKey, TimeIdx: -1, Lateness: latenessMs,
-		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs)), Partitions: partitions}
-	for i, a := range p.Aggs {
-		cfg.Specs[i] = a.Spec
-		cfg.Args[i] = a.Args
-	}
-	if p.Window != nil {
-		spec := p.Window.Spec
-		cfg.TimeIdx, cfg.Window = p.Window.TimeIdx, &spec
-	}
-	return exec.NewAggregator(cfg)
+	return planner.NewAggregator(p, latenessMs, partitions)
 }
 
 // HashAgg is the keyed aggregation of a stream: windowed (TUMBLE, HOP,

@@ -48,20 +48,10 @@ func keysByPartition(parts, n int) [][]string {
 // The first partition fetched after the spell must not move a watermark
 // that another partition's rows, about to arrive, are then judged by.
 func TestBurstAfterQuietSpell(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := startTestServer(t, t.TempDir())
-	defer srv.Close()
-	conn := connect(ctx, t, srv)
-	defer conn.Close(ctx)
+	ctx, srv, conn := testSession(t, 2*time.Minute)
 	exec := func(q string) {
 		t.Helper()
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+		execAll(ctx, t, conn, q)
 	}
 	exec(`CREATE SOURCE ev (k TEXT, u TEXT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
 		WITH (topic = 'ev', partitions = 4, partition_key = 'k', idle_timeout = INTERVAL '1' SECOND)`)
@@ -150,22 +140,7 @@ func waitIn(ctx context.Context, t *testing.T, conn *pgx.Conn, n int64) {
 // showLate reads a stream's late_rows from SHOW STREAMS.
 func showLate(ctx context.Context, t *testing.T, conn *pgx.Conn, name string) int64 {
 	t.Helper()
-	res, err := conn.Query(ctx, "SHOW STREAMS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Close()
-	for res.Next() {
-		vals, err := res.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vals[0] == name {
-			return vals[7].(int64)
-		}
-	}
-	t.Fatalf("stream %s not in SHOW STREAMS", name)
-	return 0
+	return showRow(ctx, t, conn, name)[7].(int64)
 }
 
 // checkPanes compares a stream's panes (g, ws, n, s; 10-second windows)
@@ -221,25 +196,13 @@ func checkPanes(ctx context.Context, t *testing.T, conn *pgx.Conn, stream string
 // window still closes, without FLUSH, once its watermark has advanced with
 // processing time past the window's end.
 func TestQuietPartitionClosesItsWindow(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := startTestServer(t, t.TempDir())
-	defer srv.Close()
-	conn := connect(ctx, t, srv)
-	defer conn.Close(ctx)
-	for _, q := range []string{
+	ctx, _, conn := testSession(t, time.Minute)
+	execAll(ctx, t, conn,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
 			WITH (topic = 'ev', partitions = 4, partition_key = 'k', idle_timeout = INTERVAL '1' SECOND)`,
 		`CREATE STREAM counts WITH (topic = 'counts') AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
 			FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	keys := keysByPartition(4, 1)
 	quiet := keys[3][0]
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -16,29 +15,17 @@ import (
 // accepts follows the source's on_error (dead-lettered here, skipped on a
 // skipping source) and never fails the stream.
 func TestLargeRecords(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := startTestServer(t, t.TempDir())
-	defer srv.Close()
-	conn := connect(ctx, t, srv)
-	defer conn.Close(ctx)
+	ctx, srv, conn := testSession(t, 2*time.Minute)
 	big := "3145728"
 	if _, err := srv.kafka.EnsureTopic(ctx, "big", 1, map[string]*string{"max.message.bytes": &big}); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
+	execAll(ctx, t, conn,
 		`CREATE SOURCE big_dlq (k TEXT, v BIGINT) WITH (topic = 'big', on_error = 'dlq', dlq_topic = 'big_dead', partition_key = 'k')`,
 		`CREATE SOURCE big_skip (k TEXT, v BIGINT) WITH (topic = 'big', on_error = 'skip')`,
 		`CREATE STREAM out_dlq WITH (topic = 'out_dlq', message_key = 'k') AS SELECT k, v FROM big_dlq`,
 		`CREATE STREAM out_skip WITH (topic = 'out_skip') AS SELECT k, v FROM big_skip`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	huge := strings.Repeat("x", 1_500_000)
 	rec := func(k string, v any) *kafkaio.Record {
 		val, _ := json.Marshal(map[string]any{"k": k, "v": v})

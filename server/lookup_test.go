@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -14,25 +13,13 @@ import (
 // the output topic behind the stream's back shows in a scan of the topic,
 // not in the lookup; a group HAVING rejects is absent from both.
 func TestPointLookupFromState(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := startTestServer(t, t.TempDir())
-	defer srv.Close()
-	conn := connect(ctx, t, srv)
-	defer conn.Close(ctx)
-	for _, q := range []string{
+	ctx, srv, conn := testSession(t, time.Minute)
+	execAll(ctx, t, conn,
 		`CREATE SOURCE tx (account TEXT, amount BIGINT) WITH (topic = 'tx', partitions = 4, partition_key = 'account')`,
 		`CREATE STREAM bal WITH (topic = 'bal') AS SELECT account, COUNT(*) AS n, SUM(amount) AS total FROM tx GROUP BY account HAVING SUM(amount) < 100`,
 		`INSERT INTO tx VALUES ('a', 10), ('b', 5), ('a', 7), ('c', 500)`,
 		`FLUSH`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	n, err := srv.kafka.Partitions(ctx, "bal")
 	if err != nil {
 		t.Fatal(err)

@@ -17,20 +17,10 @@ import (
 // dividing 960 stops the keyed stream with CREATE's message while a
 // stateless one carries on.
 func TestInputGrowsWhileRunning(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := startTestServer(t, t.TempDir())
-	defer srv.Close()
-	conn := connect(ctx, t, srv)
-	defer conn.Close(ctx)
+	ctx, srv, conn := testSession(t, 2*time.Minute)
 	exec := func(q string) {
 		t.Helper()
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+		execAll(ctx, t, conn, q)
 	}
 	exec(`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`)
 	exec(`CREATE STREAM counts WITH (topic = 'counts') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n
@@ -142,6 +132,14 @@ func waitTasks(ctx context.Context, t *testing.T, conn *pgx.Conn, srv *Server, s
 // streamStatus reads a stream's status and error from SHOW STREAMS.
 func streamStatus(ctx context.Context, t *testing.T, conn *pgx.Conn, name string) (string, string) {
 	t.Helper()
+	row := showRow(ctx, t, conn, name)
+	msg, _ := row[11].(string)
+	return row[4].(string), msg
+}
+
+// showRow is a stream's row of SHOW STREAMS.
+func showRow(ctx context.Context, t *testing.T, conn *pgx.Conn, name string) []any {
+	t.Helper()
 	res, err := conn.Query(ctx, "SHOW STREAMS")
 	if err != nil {
 		t.Fatal(err)
@@ -153,10 +151,9 @@ func streamStatus(ctx context.Context, t *testing.T, conn *pgx.Conn, name string
 			t.Fatal(err)
 		}
 		if vals[0] == name {
-			msg, _ := vals[11].(string)
-			return vals[4].(string), msg
+			return vals
 		}
 	}
 	t.Fatalf("stream %s not in SHOW STREAMS", name)
-	return "", ""
+	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -123,4 +124,57 @@ func runSLTFile(t *testing.T, path string) {
 	if err := slt.RunFile(ctx, conn, path, opts); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// execAll runs statements in order, failing the test at the first error.
+func execAll(ctx context.Context, t *testing.T, conn *pgx.Conn, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// testSession starts a server on a fresh data dir (the shared broker's
+// topics isolated when there is one) and connects to it; both are closed
+// when the test ends.
+func testSession(t *testing.T, timeout time.Duration) (context.Context, *Server, *pgx.Conn) {
+	t.Helper()
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	srv := startTestServer(t, t.TempDir())
+	conn := connect(ctx, t, srv)
+	t.Cleanup(func() {
+		conn.Close(context.Background())
+		srv.Close()
+		cancel()
+	})
+	return ctx, srv, conn
+}
+
+// keyCounts runs a query of (text, bigint) rows and renders them as
+// "k=n ..." for comparison.
+func keyCounts(ctx context.Context, t *testing.T, conn *pgx.Conn, q string) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s=%d", k, n))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(got, " ")
 }
