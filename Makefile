@@ -59,6 +59,7 @@ fuzz:
 	$(GO) test ./exec -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./exec -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./exec -run '^$$' -fuzz '^FuzzGenExpr$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pgwire -run '^$$' -fuzz '^FuzzPGWireMessages$$' -fuzztime $(FUZZTIME)
 
 # Benchmarks; each prints its figures and a baseline measured in the same
 # run: the hash aggregation against a Go map loop, JSON decoding against

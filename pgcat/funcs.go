@@ -1,12 +1,14 @@
 package pgcat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/sql"
@@ -66,6 +68,47 @@ func toInt(v any) (int64, bool) {
 		return n, err == nil
 	}
 	return 0, false
+}
+
+// StatementContext is implemented by an Env that runs statements under a
+// context: functions that wait (pg_sleep) stop when it ends.
+type StatementContext interface {
+	StatementContext() context.Context
+}
+
+// sleep is pg_sleep(seconds): it waits, or stops with the statement's
+// context (statement_timeout, a cancel request, the client leaving). An
+// Env without a context (planning) does not wait.
+func sleep(env Env, arg any) error {
+	var secs float64
+	switch x := arg.(type) {
+	case int64:
+		secs = float64(x)
+	case float64:
+		secs = x
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return sql.Errorf("22P02", "invalid input syntax for type double precision: %q", x)
+		}
+		secs = f
+	}
+	sc, ok := env.(StatementContext)
+	if !ok || !(secs > 0) {
+		return nil
+	}
+	ctx := sc.StatementContext()
+	if ctx == nil {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(min(secs, 1e9) * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pg_sleep: %w", context.Cause(ctx))
+	}
 }
 
 func relByOID(env Env, oid int64) (*catalog.Relation, bool) {
@@ -188,6 +231,9 @@ func init() {
 			return nil, nil
 		}
 		return nil, sql.Errorf("42704", "unrecognized configuration parameter %q", n)
+	})
+	reg("pg_sleep", 1, 1, str, 25, true, func(e Env, a []any) (any, error) {
+		return "", sleep(e, a[0])
 	})
 	reg("pg_backend_pid", 0, 0, types.Int, 23, false, func(Env, []any) (any, error) { return int64(1), nil })
 	reg("pg_is_in_recovery", 0, 0, types.Bool, 16, false, func(Env, []any) (any, error) { return false, nil })

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -27,9 +28,17 @@ const flushThreshold = 64 << 10
 type conn struct {
 	srv  *Server
 	nc   net.Conn
+	rd   *connReader // what be reads from
 	be   *pgproto3.Backend
 	ctx  context.Context
 	sess Session
+	key  backendKey // zero until startup completes
+
+	// running cancels the statement in progress (nil between
+	// statements). A CancelRequest arrives on another connection's
+	// goroutine, hence the mutex.
+	runMu   sync.Mutex
+	running context.CancelCauseFunc
 
 	stmts   map[string]*statement
 	portals map[string]*portal
@@ -64,7 +73,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 // top of it after SSLRequest), with a fresh protocol reader on it.
 func (c *conn) setTransport(nc net.Conn) {
 	c.nc = nc
-	c.be = pgproto3.NewBackend(nc, nc)
+	c.rd = &connReader{nc: nc, msgTimeout: c.srv.msgTimeout, closing: c.srv.isClosed}
+	c.be = pgproto3.NewBackend(c.rd, nc)
 	c.be.SetMaxBodyLen(c.srv.maxMessageSize)
 }
 
@@ -80,6 +90,9 @@ func (c *conn) serve() {
 	if c.sess != nil {
 		defer c.sess.Close()
 	}
+	if c.key.pid != 0 {
+		defer c.srv.unregister(c.key)
+	}
 	if err != nil {
 		c.logEnd("startup", err)
 		return
@@ -88,7 +101,7 @@ func (c *conn) serve() {
 		return
 	}
 
-	if err := c.loop(); err != nil {
+	if err := c.loop(); err != nil && !errors.Is(err, errConnShutdown) {
 		c.logEnd("session", err)
 	}
 }
@@ -115,7 +128,16 @@ func (c *conn) loop() error {
 	for {
 		msg, err := c.be.Receive()
 		if err != nil {
-			if isDisconnect(err) {
+			switch {
+			case c.srv.isClosed():
+				c.fatal(newWireError(codeAdminShutdown, "%v", ErrShutdown))
+				return nil
+			case errors.Is(err, errStalled):
+				// Nothing can be said to a client that stopped sending
+				// halfway; it may not be reading either.
+				c.srv.log.Info("pgwire: dropped a connection", "remote", c.nc.RemoteAddr().String(), "reason", err, "timeout", c.srv.msgTimeout)
+				return nil
+			case isDisconnect(err):
 				return nil
 			}
 			// The stream can no longer be trusted to be in sync: tell the
@@ -186,6 +208,12 @@ func (c *conn) extended(err error) {
 // readyForQuery ends a query cycle. Outside a transaction block the implicit
 // transaction ends too, which in PostgreSQL drops all portals.
 func (c *conn) readyForQuery() error {
+	if c.srv.isClosed() {
+		// A statement cut short by Close, or one that just made it: the
+		// connection ends here, as PostgreSQL's do at shutdown.
+		c.fatal(newWireError(codeAdminShutdown, "%v", ErrShutdown))
+		return errConnShutdown
+	}
 	if c.txStatus == txIdle {
 		clear(c.portals)
 	}
@@ -201,8 +229,15 @@ func (c *conn) flush() error {
 	return nil
 }
 
-// sendError queues an ErrorResponse for err.
+// errConnShutdown ends loop once the client has been told of the shutdown.
+var errConnShutdown = errors.New("server closing")
+
+// sendError queues an ErrorResponse for err. A statement stopped by the
+// server's shutdown gets none: the FATAL that ends the connection says it.
 func (c *conn) sendError(err error) {
+	if errors.Is(err, ErrShutdown) {
+		return
+	}
 	c.be.Send(errorResponse(severityError, err))
 }
 

@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"context"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -79,7 +80,11 @@ func (c *conn) newStatement(query string, clientOIDs []uint32) (*statement, erro
 		st.empty = true
 	case 1:
 		st.sql = parts[0]
-		d, err := c.sess.Describe(c.ctx, st.sql)
+		var d *Description
+		err := c.runStatement(func(ctx context.Context) (err error) {
+			d, err = c.sess.Describe(ctx, st.sql)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +250,11 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 	}
 
 	if p.result == nil {
-		res, err := c.sess.Execute(c.ctx, st.sql, p.params)
+		var res *Result
+		err := c.runStatement(func(ctx context.Context) (err error) {
+			res, err = c.sess.Execute(ctx, st.sql, p.params)
+			return err
+		})
 		if err == nil && res == nil {
 			err = newWireError(codeInternal, "backend returned no result")
 		}

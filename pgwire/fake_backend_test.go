@@ -57,10 +57,17 @@ type fakeBackend struct {
 	sessions   int
 	closed     int
 	users      []string
+	// slowEnded receives why each "SELECT slow" stopped (its context's
+	// cause); slowStarted is signalled when one starts.
+	slowEnded   chan error
+	slowStarted chan struct{}
+	// unstick releases every "SELECT stuck", which ignores its context.
+	unstick chan struct{}
 }
 
 func newFakeBackend() *fakeBackend {
-	return &fakeBackend{execs: make(map[string]int)}
+	return &fakeBackend{execs: make(map[string]int), slowEnded: make(chan error, 16),
+		slowStarted: make(chan struct{}, 16), unstick: make(chan struct{})}
 }
 
 func (b *fakeBackend) NewSession(user, database string) pgwire.Session {
@@ -90,9 +97,15 @@ func (b *fakeBackend) counts() (sessions, closed int) {
 }
 
 type fakeSession struct {
-	b      *fakeBackend
-	closed bool
+	b       *fakeBackend
+	closed  bool
+	timeout time.Duration // SET statement_timeout = <ms>
 }
+
+// StatementTimeout makes fakeSession a pgwire.StatementTimeouter.
+func (s *fakeSession) StatementTimeout() time.Duration { return s.timeout }
+
+var setTimeoutRe = regexp.MustCompile(`(?i)^set statement_timeout = (\d+)$`)
 
 // Split cuts at semicolons outside single quotes and drops "--" comments
 // (pgx's Ping sends "-- ping").
@@ -146,6 +159,21 @@ func (s *fakeSession) Execute(ctx context.Context, sql string, params []pgwire.P
 	s.b.execs[sql]++
 	s.b.lastParams = params
 	s.b.mu.Unlock()
+	if m := setTimeoutRe.FindStringSubmatch(sql); m != nil {
+		ms, _ := strconv.Atoi(m[1])
+		s.timeout = time.Duration(ms) * time.Millisecond
+		return &pgwire.Result{Tag: "SET"}, nil
+	}
+	switch strings.ToUpper(sql) {
+	case "SELECT SLOW":
+		s.b.slowStarted <- struct{}{}
+		<-ctx.Done()
+		s.b.slowEnded <- context.Cause(ctx)
+		return nil, fmt.Errorf("slow query: %w", ctx.Err())
+	case "SELECT STUCK":
+		<-s.b.unstick
+		return &pgwire.Result{Tag: "SELECT 0"}, nil
+	}
 	q, err := plan(sql)
 	if err != nil {
 		return nil, err
@@ -219,11 +247,8 @@ func plan(sql string) (*fakeQuery, error) {
 		return &fakeQuery{desc: pgwire.Description{Columns: text}, run: func(context.Context, []pgwire.Param) (*pgwire.Result, error) {
 			return nil, &fakeError{code: "22012", msg: "division by zero"}
 		}}, nil
-	case upper == "SELECT SLOW":
-		return &fakeQuery{desc: pgwire.Description{Columns: text}, run: func(ctx context.Context, _ []pgwire.Param) (*pgwire.Result, error) {
-			<-ctx.Done()
-			return nil, fmt.Errorf("slow query: %w", ctx.Err())
-		}}, nil
+	case upper == "SELECT SLOW" || upper == "SELECT STUCK": // run by fakeSession.Execute
+		return &fakeQuery{desc: pgwire.Description{Columns: text}}, nil
 	case upper == "SELECT * FROM MISSING":
 		err := &fakeError{code: "42P01", msg: `relation "missing" does not exist`, hint: "check the name", pos: 15}
 		return nil, fmt.Errorf("plan: %w", err)

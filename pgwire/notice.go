@@ -9,6 +9,10 @@ type Notice struct {
 	Message string
 	Detail  string // optional
 	Hint    string // optional
+	// Severity is NOTICE when empty; WARNING for what PostgreSQL warns
+	// about. Code is its SQLSTATE, 00000 when empty.
+	Severity string
+	Code     string
 }
 
 // severityNotice is a NoticeResponse's severity.
@@ -19,10 +23,17 @@ const severityNotice = "NOTICE"
 // statement runs: a client reading the result has seen them already.
 func (c *conn) sendNotices(res *Result) {
 	for _, n := range res.Notices {
+		sev, code := severityNotice, "00000"
+		if n.Severity != "" {
+			sev = n.Severity
+		}
+		if validSQLState(n.Code) {
+			code = n.Code
+		}
 		c.be.Send(&pgproto3.NoticeResponse{
-			Severity:            severityNotice,
-			SeverityUnlocalized: severityNotice,
-			Code:                "00000",
+			Severity:            sev,
+			SeverityUnlocalized: sev,
+			Code:                code,
 			Message:             cstring(n.Message),
 			Detail:              cstring(n.Detail),
 			Hint:                cstring(n.Hint),

@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"context"
 	"regexp"
 	"strings"
 
@@ -107,7 +108,11 @@ func (c *conn) executeSQL(stmt string) (handled bool, err error) {
 	for i, a := range args {
 		params[i] = Param{Value: a, OID: st.paramTypes[i]}
 	}
-	res, err := c.sess.Execute(c.ctx, st.sql, params)
+	var res *Result
+	err = c.runStatement(func(ctx context.Context) (err error) {
+		res, err = c.sess.Execute(ctx, st.sql, params)
+		return err
+	})
 	if err == nil && res == nil {
 		err = newWireError(codeInternal, "backend returned no result")
 	}

@@ -61,6 +61,32 @@ func WithStartupTimeout(d time.Duration) Option {
 	}
 }
 
+// WithMessageTimeout bounds how long a client may take to send the rest of
+// a message once its first byte has arrived; a client that stalls longer
+// is dropped. Between messages a client may stay idle as long as it likes.
+// d <= 0 keeps the default (DefaultMessageTimeout).
+func WithMessageTimeout(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.msgTimeout = d
+		}
+	}
+}
+
+// WithCloseGrace bounds how long Close waits for connections to end
+// after cancelling their statements. A statement that ignores its context
+// is not waited for past it. d <= 0 keeps the default.
+func WithCloseGrace(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.closeGrace = d
+		}
+	}
+}
+
+// DefaultCloseGrace is how long Close waits for connections to end.
+const DefaultCloseGrace = 2 * time.Second
+
 // Server accepts PostgreSQL connections and serves them from a Backend. It
 // runs one goroutine per connection.
 type Server struct {
@@ -68,18 +94,22 @@ type Server struct {
 	log            *slog.Logger
 	maxMessageSize int
 	startupTimeout time.Duration
+	msgTimeout     time.Duration
+	closeGrace     time.Duration
 	scramLookup    VerifierLookup // nil: trust every user
 	tlsConfig      *tls.Config    // nil: SSLRequest is refused
 	tlsRequired    bool
 
-	// ctx is cancelled by Close so that Session calls in flight can stop.
+	// ctx is cancelled by Close (cause ErrShutdown) so that Session calls
+	// in flight can stop.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	keys      map[uint32]*conn // by BackendKeyData process id, for CancelRequest
 	// wg counts Serve loops and connection goroutines. Add is only called
 	// under mu while !closed, so it never races with Close's Wait.
 	wg sync.WaitGroup
@@ -87,16 +117,19 @@ type Server struct {
 
 // NewServer returns a Server that answers every connection from b.
 func NewServer(b Backend, opts ...Option) *Server {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Server{
 		backend:        b,
 		log:            slog.New(slog.DiscardHandler),
 		maxMessageSize: DefaultMaxMessageSize,
 		startupTimeout: DefaultStartupTimeout,
+		msgTimeout:     DefaultMessageTimeout,
+		closeGrace:     DefaultCloseGrace,
 		ctx:            ctx,
 		cancel:         cancel,
 		listeners:      make(map[net.Listener]struct{}),
 		conns:          make(map[net.Conn]struct{}),
+		keys:           make(map[uint32]*conn),
 	}
 	for _, o := range opts {
 		o(s)
@@ -168,14 +201,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops every Serve loop, closes all connections, cancels running
-// Session calls and waits for the connection goroutines to finish. Calling
+// Close stops every Serve loop, cancels running statements (their clients
+// get 57P01, as from a PostgreSQL shutdown), wakes idle connections and
+// waits up to the close grace for the connection goroutines to finish.
+// Then it closes every socket and returns without waiting for statements
+// that ignore their context: a query must never hold a shutdown. Calling
 // it again is a no-op.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.wg.Wait()
 		return nil
 	}
 	s.closed = true
@@ -185,14 +220,34 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("pgwire: close listener: %w", err))
 		}
 	}
+	s.cancel(ErrShutdown)
+	for nc := range s.conns {
+		// A deadline in the past wakes a connection blocked reading, which
+		// then says goodbye (57P01) and ends.
+		_ = nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(s.closeGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return errors.Join(errs...)
+	case <-timer.C:
+	}
+	s.mu.Lock()
+	n := len(s.conns)
 	for nc := range s.conns {
 		// Connection close errors are uninteresting: the peer may be gone.
 		_ = nc.Close()
 	}
-	s.cancel()
 	s.mu.Unlock()
-
-	s.wg.Wait()
+	s.log.Warn("pgwire: closed without waiting for statements that ignored cancellation", "connections", n, "grace", s.closeGrace)
 	return errors.Join(errs...)
 }
 

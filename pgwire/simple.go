@@ -1,6 +1,10 @@
 package pgwire
 
-import "github.com/jackc/pgx/v5/pgproto3"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
 
 // simpleQuery runs a Query message: every statement in turn, results in
 // text format, stopping at the first error. The caller sends ReadyForQuery.
@@ -39,7 +43,11 @@ func (c *conn) simpleQuery(sql string) {
 			}
 			continue
 		}
-		res, err := c.sess.Execute(c.ctx, stmt, nil)
+		var res *Result
+		err := c.runStatement(func(ctx context.Context) (err error) {
+			res, err = c.sess.Execute(ctx, stmt, nil)
+			return err
+		})
 		if err == nil && res == nil {
 			err = newWireError(codeInternal, "backend returned no result")
 		}

@@ -1,8 +1,6 @@
 package pgwire
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,8 +57,9 @@ func (c *conn) startup() (bool, error) {
 				return false, fmt.Errorf("refuse encryption: %w", err)
 			}
 		case *pgproto3.CancelRequest:
-			// Query cancellation is not supported; PostgreSQL closes cancel
-			// connections without a reply in any case.
+			// The request travels on a connection of its own, which
+			// PostgreSQL closes without a reply whether or not it matched.
+			c.srv.cancelRequest(m.ProcessID, m.SecretKey)
 			return false, nil
 		case *pgproto3.StartupMessage:
 			if c.srv.tlsRequired && !c.tls {
@@ -73,6 +72,9 @@ func (c *conn) startup() (bool, error) {
 			if err := c.nc.SetDeadline(time.Time{}); err != nil {
 				return false, fmt.Errorf("clear startup deadline: %w", err)
 			}
+			// From here on every message is typed and framed: the reader
+			// can tell an idle client from one stalled mid-message.
+			c.rd.framed = true
 			return true, nil
 		default:
 			return false, fmt.Errorf("unexpected startup message %T", msg)
@@ -129,12 +131,10 @@ func (c *conn) accept(m *pgproto3.StartupMessage) error {
 		c.be.Send(&pgproto3.ParameterStatus{Name: p[0], Value: cstring(p[1])})
 	}
 
-	// Cancellation is not implemented, but clients expect a key; a random
-	// one keeps it from ever matching anything meaningful.
-	var key [8]byte
-	_, _ = rand.Read(key[:]) // crypto/rand.Read never fails
-	pid := binary.BigEndian.Uint32(key[:4]) & 0x7fffffff
-	c.be.Send(&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: key[4:]})
+	// The key a CancelRequest must quote to cancel this connection's
+	// statements (psql sends it on Ctrl-C).
+	c.key = c.srv.register(c)
+	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.key.pid, SecretKey: c.key.secret[:]})
 
 	c.sess = c.srv.backend.NewSession(user, database)
 	return c.readyForQuery()

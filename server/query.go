@@ -281,6 +281,11 @@ func (s *Server) scanQuery(ctx context.Context, p *planner.Plan) ([][]any, error
 		}
 	}
 	err = decode(func(b *exec.Batch) error {
+		// Once per batch: a cancelled statement (statement_timeout, a
+		// cancel request, the client leaving) stops here.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if ag != nil {
 			_, err := ag.Consume(b, 0, false)
 			return err
@@ -294,6 +299,9 @@ func (s *Server) scanQuery(ctx context.Context, p *planner.Plan) ([][]any, error
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if ag != nil {

@@ -70,6 +70,12 @@ type Config struct {
 	// stateFS, when set, is the file system of the state store (tests fill
 	// the disk on cue).
 	stateFS vfs.FS
+	// StatementTimeout cancels any statement that runs longer (57014),
+	// unless a session SETs its own statement_timeout; 0 is no limit.
+	StatementTimeout time.Duration
+	// MessageTimeout drops a client that sends part of a protocol message
+	// and stalls this long (0: pgwire.DefaultMessageTimeout).
+	MessageTimeout time.Duration
 	// Clock is the wall clock of idleness timeouts; nil is time.Now.
 	// Tests inject their own.
 	Clock func() time.Time
@@ -230,7 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	go s.watchBroker(bg)
 
-	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log))...)
+	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log), pgwire.WithMessageTimeout(cfg.MessageTimeout))...)
 	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
 		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgwire"
@@ -23,7 +24,18 @@ func (b *backend) NewSession(user, database string) pgwire.Session {
 type session struct {
 	srv            *Server
 	user, database string
+
+	// statement_timeout set by SET (nil: the server's) and by SET LOCAL
+	// in the current transaction block (settings.go).
+	timeout, localTimeout *time.Duration
+	inTx                  bool
+	// stmtCtx is the running Execute's context (nil otherwise), for
+	// catalog functions that wait (pg_sleep).
+	stmtCtx context.Context
 }
+
+// StatementContext makes the session a pgcat.StatementContext.
+func (s *session) StatementContext() context.Context { return s.stmtCtx }
 
 func (s *session) Split(text string) []string { return sql.Split(text) }
 func (s *session) Close()                     {}
@@ -63,6 +75,8 @@ func (s *session) Describe(ctx context.Context, text string) (*pgwire.Descriptio
 }
 
 func (s *session) Execute(ctx context.Context, text string, params []pgwire.Param) (*pgwire.Result, error) {
+	s.stmtCtx = ctx
+	defer func() { s.stmtCtx = nil }()
 	bound := text
 	if len(params) > 0 {
 		bv := make([]sql.BindValue, len(params))
@@ -91,6 +105,12 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 			name := strings.ToLower(sh.What)
 			return &pgwire.Result{Columns: textColumns(name), Rows: [][]any{{v}}, Tag: "SHOW"}, nil
 		}
+	}
+	switch st := stmt.(type) {
+	case *sql.Set: // anyone may change their own session
+		return s.set(st)
+	case *sql.Noop:
+		s.trackTx(st.Tag)
 	}
 	if err := s.srv.authorize(s.user, stmt); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgcat"
 	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/sql"
 )
 
 // A session is the pgcat.Env its queries read the system catalog from.
@@ -53,7 +54,7 @@ var settingNames = []string{
 	"application_name", "client_encoding", "DateStyle", "default_table_access_method", "default_transaction_isolation",
 	"default_transaction_read_only", "extra_float_digits", "integer_datetimes", "IntervalStyle", "is_superuser",
 	"lc_collate", "lc_ctype", "max_identifier_length", "search_path", "server_encoding", "server_version",
-	"server_version_num", "session_authorization", "standard_conforming_strings", "TimeZone",
+	"server_version_num", "session_authorization", "standard_conforming_strings", "statement_timeout", "TimeZone",
 	"transaction_isolation", "transaction_read_only",
 }
 
@@ -92,6 +93,8 @@ func (s *session) setting(name string) (string, bool) {
 		return s.user, true
 	case "timezone":
 		return "UTC", true
+	case settingStatementTimeout:
+		return sql.FormatMillisSetting(s.StatementTimeout()), true
 	}
 	return "", false
 }

@@ -71,7 +71,7 @@ func TestSQLLogicPortable(t *testing.T) {
 	}
 }
 
-func startTestServer(t *testing.T, dir string) *Server {
+func startTestServer(t *testing.T, dir string, mods ...func(*Config)) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -87,6 +87,9 @@ func startTestServer(t *testing.T, dir string) *Server {
 		cfg.Brokers = strings.Split(b, ",")
 		cfg.Kafka = testKafkaConn()
 		cfg.AppID = sharedAppID(t)
+	}
+	for _, m := range mods {
+		m(&cfg)
 	}
 	srv, err := Start(ctx, cfg)
 	if err != nil {

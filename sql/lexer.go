@@ -35,7 +35,9 @@ func (t Token) Is(s string) bool {
 // Lex splits src into tokens. Comments and whitespace are dropped. An
 // unterminated quote is a syntax error at the quote.
 func Lex(src string) ([]Token, error) {
-	var toks []Token
+	// Tokens average several bytes; sizing once saves the copies of
+	// growing a multi-MB statement's slice step by step.
+	toks := make([]Token, 0, len(src)/4+1)
 	i := 0
 	for i < len(src) {
 		c := src[i]
@@ -238,7 +240,27 @@ func Split(src string) []string {
 	return out
 }
 
+// onlyComments reports whether s holds nothing but comments and blanks.
+// It stops at the first other byte rather than lexing all of s: Split
+// runs it on every statement, megabytes long or not.
 func onlyComments(s string) bool {
-	toks, err := Lex(s)
-	return err == nil && len(toks) == 0
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+			i++
+		case c == '-' && i+1 < len(s) && s[i+1] == '-':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return false // unterminated: Lex reports it
+			}
+			i += end + 4
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -25,6 +25,9 @@ var sqlMode = func() mysql.SQLMode {
 
 // Parse parses one statement.
 func Parse(src string) (Statement, error) {
+	if err := CheckNesting(src); err != nil {
+		return nil, err
+	}
 	toks, err := Lex(src)
 	if err != nil {
 		return nil, err
@@ -229,7 +232,9 @@ func (p *stmtParser) statement() (Statement, error) {
 		// Transactions are accepted and have no effect; so do savepoints
 		// (psycopg and SQLAlchemy open them around reflection).
 		return &Noop{Tag: strings.ToUpper(t.Text)}, nil
-	case t.Is("SET"), t.Is("RESET"), t.Is("DISCARD"), t.Is("DEALLOCATE"):
+	case t.Is("SET"), t.Is("RESET"):
+		return p.set()
+	case t.Is("DISCARD"), t.Is("DEALLOCATE"):
 		return &Noop{Tag: strings.ToUpper(t.Text)}, nil
 	}
 	return nil, p.errAt(t, "unknown statement")
@@ -529,6 +534,9 @@ func (p *stmtParser) tidb(start int) (ast.StmtNode, error) {
 			near = "\"" + tok + "\""
 		}
 		return nil, &Error{Code: CodeSyntax, Message: "syntax error at or near " + near, Pos: charPos(p.src, orig), Err: err}
+	}
+	if err := checkDepth(n); err != nil {
+		return nil, err
 	}
 	// Statement text positions inside the AST refer to the rewritten text;
 	// callers that report positions use FindPos on the original instead.

@@ -117,6 +117,7 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 	atoms := map[int]int{}
 	var castDepth []int // paren depths at which a CAST( is open
 	var castTok []int   // the CAST token of each
+	var opener []int    // built at the first ::
 	depth := 0
 	subst := map[int]string{} // replacements of brackets closed later (pgsyntax.go)
 	fromDepth := -1           // paren depth of the FROM clause being read, -1: none
@@ -208,7 +209,10 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 			emit(toks[i+1].Start, toks[end].End, repl)
 			i = end
 		case t.Is("::"):
-			ps, err := primaryStart(src, toks, i, first, atoms)
+			if opener == nil {
+				opener = openers(toks, first)
+			}
+			ps, err := primaryStartOf(src, toks, i, first, atoms, opener)
 			if err != nil {
 				return nil, err
 			}
@@ -295,7 +299,11 @@ func rewriteBody(src string, toks []Token, start int) (*rewrite, error) {
 // primaryStart finds the first token of the operand of the :: at toks[i]:
 // a name (possibly qualified), a literal, a parenthesis, a function call, a
 // CASE ... END, or an operand already rewritten (atoms).
-func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (int, error) {
+//
+// opener maps the index of each ")" and END to that of its "(" or CASE
+// (-1: none), computed once per statement: scanning back from every ::
+// made "((x::int)::int)..." quadratic.
+func primaryStartOf(src string, toks []Token, i, first int, atoms map[int]int, opener []int) (int, error) {
 	j := i - 1
 	if j < first {
 		return 0, syntaxAt(src, toks[i].Start, "nothing to cast before ::")
@@ -306,18 +314,7 @@ func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (in
 	t := toks[j]
 	switch {
 	case t.Is(")"):
-		d := 0
-		k := j
-		for ; k >= first; k-- {
-			if toks[k].Is(")") {
-				d++
-			} else if toks[k].Is("(") {
-				d--
-				if d == 0 {
-					break
-				}
-			}
-		}
+		k := opener[j]
 		if k < first {
 			return 0, syntaxAt(src, t.Start, "unbalanced parenthesis before ::")
 		}
@@ -326,17 +323,8 @@ func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (in
 		}
 		return k, nil
 	case t.Is("END"):
-		d := 0
-		for k := j; k >= first; k-- {
-			switch {
-			case toks[k].Is("END"):
-				d++
-			case toks[k].Is("CASE"):
-				d--
-				if d == 0 {
-					return k, nil
-				}
-			}
+		if k := opener[j]; k >= first {
+			return k, nil
 		}
 		return 0, syntaxAt(src, t.Start, "END without CASE before ::")
 	case t.Kind == TokString:
@@ -354,6 +342,37 @@ func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (in
 		return k, nil
 	}
 	return 0, syntaxAt(src, toks[i].Start, "cannot apply :: to %q", t.Text)
+}
+
+// primaryStart is primaryStartOf for a single lookup.
+func primaryStart(src string, toks []Token, i, first int, atoms map[int]int) (int, error) {
+	return primaryStartOf(src, toks, i, first, atoms, openers(toks, first))
+}
+
+// openers returns, for each ")" and END of toks[first:], the index of the
+// "(" or CASE it closes, -1 when it closes none; other entries are -1.
+func openers(toks []Token, first int) []int {
+	out := make([]int, len(toks))
+	var parens, cases []int
+	for k := range toks {
+		out[k] = -1
+		if k < first {
+			continue
+		}
+		switch t := toks[k]; {
+		case t.Is("("):
+			parens = append(parens, k)
+		case t.Is(")") && len(parens) > 0:
+			out[k] = parens[len(parens)-1]
+			parens = parens[:len(parens)-1]
+		case t.Is("CASE"):
+			cases = append(cases, k)
+		case t.Is("END") && len(cases) > 0:
+			out[k] = cases[len(cases)-1]
+			cases = cases[:len(cases)-1]
+		}
+	}
+	return out
 }
 
 // castType reads the type name starting at toks[k] and returns its MySQL

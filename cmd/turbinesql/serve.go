@@ -14,6 +14,7 @@ import (
 	"github.com/turbinesql/turbinesql/config"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/server"
+	"github.com/turbinesql/turbinesql/sql"
 )
 
 const serveHelp = `usage: turbinesql serve [flags]
@@ -37,6 +38,7 @@ type serveFlags struct {
 	auth, passwordFile, tlsCert, tlsKey        string
 	tlsRequired                                bool
 	commitEvery                                time.Duration
+	statementTimeout                           timeoutFlag
 	saslMech, saslUser, saslPassFile           string
 	kafkaTLS                                   bool
 	kafkaCA, kafkaCert, kafkaKey, kafkaTLSName string
@@ -56,6 +58,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
 		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.Var(&f.statementTimeout, "statement-timeout",
+		"cancel any statement running longer than this (57014), unless its session SETs statement_timeout: 5s, 250ms, 2min, 30000 (ms) or 1m30s; 0 is no limit")
 	fs.StringVar(&f.auth, "auth", server.AuthTrust, "how SQL clients log in: trust (any user, no password; keep it on loopback) or scram (SCRAM-SHA-256)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the password of the admin user turbine (or set TURBINE_PASSWORD)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) for TLS on the SQL port")
@@ -100,10 +104,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fmt.Fprintf(stdout, "TurbineSQL %s\n  pgwire:  %s   (psql -h %s -p %s -U turbine turbine)\n  http:    http://%s/metrics /healthz /readyz\n  kafka:   %s\n  data:    %s\n",
 		version, srv.PGAddr(), hostOf(srv.PGAddr()), portOf(srv.PGAddr()), srv.HTTPAddr(), kafkaDesc, cfg.DataDir)
 	<-ctx.Done()
-	fmt.Fprintln(stdout, "shutting down: finishing in-flight batches and persisting state")
-	srv.Close()
-	return 0
+	fmt.Fprintln(stdout, "shutting down: cancelling running statements, finishing in-flight batches and persisting state")
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		return 0
+	case <-time.After(shutdownTimeout):
+		// Whatever still runs is abandoned: state and offsets are
+		// committed together, so the next start resumes from the last
+		// commit, as after a crash.
+		fmt.Fprintf(stderr, "turbinesql: shutdown still not done after %v; exiting anyway\n", shutdownTimeout)
+		return 1
+	}
 }
+
+// shutdownTimeout bounds a SIGTERM shutdown: orchestrators kill after
+// their own grace (Kubernetes: 30 s), and an operator expects it sooner.
+// Statements are cancelled at once; this only guards against a part of
+// the engine that will not stop.
+const shutdownTimeout = 9 * time.Second
 
 // load reads the flags from their four sources and checks them, naming
 // the key, where its value came from and what is accepted.
@@ -149,9 +172,10 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	allow, _ := getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS")
 	cfg = server.Config{
 		DataDir: f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
-		CommitInterval:  f.commitEvery,
-		AllowNonDivisor: allow == "1",
-		Auth:            auth, InitialPassword: password,
+		CommitInterval:   f.commitEvery,
+		StatementTimeout: time.Duration(f.statementTimeout),
+		AllowNonDivisor:  allow == "1",
+		Auth:             auth, InitialPassword: password,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSRequired: f.tlsRequired,
 		Kafka: kafkaio.Conn{
 			SASLMechanism: mech, SASLUser: f.saslUser, SASLPassword: saslPass,
@@ -164,6 +188,26 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		}
 	}
 	return cfg, nil
+}
+
+// timeoutFlag is a duration written as PostgreSQL's statement_timeout
+// takes it (5s, 250ms, 2min, a number of milliseconds) or as Go writes
+// it (1m30s).
+type timeoutFlag time.Duration
+
+func (t *timeoutFlag) String() string { return sql.FormatMillisSetting(time.Duration(*t)) }
+
+func (t *timeoutFlag) Set(v string) error {
+	d, err := sql.ParseMillisSetting("statement-timeout", v)
+	if err != nil {
+		gd, gerr := time.ParseDuration(strings.TrimSpace(v))
+		if gerr != nil || gd < 0 {
+			return fmt.Errorf("%w (units: us, ms, s, min, h, d; or a Go duration such as 1m30s)", err)
+		}
+		d = gd.Round(time.Millisecond)
+	}
+	*t = timeoutFlag(d)
+	return nil
 }
 
 // secret is a password given either as a file (the flag fileKey, from any
