@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -111,82 +110,4 @@ func (k *Client) GroupOffsets(ctx context.Context, group, topic string) (map[int
 		}
 	})
 	return out, nil
-}
-
-// Pending produces records asynchronously on the shared producer and lets
-// its owner (one task) wait until every one of them is acknowledged: the
-// task's commit point.
-type Pending struct {
-	k   *Client
-	wg  sync.WaitGroup
-	mu  sync.Mutex
-	err error
-}
-
-// NewPending is an empty set of pending records.
-func (k *Client) NewPending() *Pending { return &Pending{k: k} }
-
-// Produce sends rec; a failure is reported by the next Flush.
-func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, rec, nil) }
-
-// ProduceOr is Produce, except that a record its topic refuses as too
-// large is handed to tooLarge (which may produce something else instead)
-// rather than failing the next Flush. Kafka refuses a whole batch when one
-// of its records is too large, so a refused record is first sent again on
-// its own: only one that is too large alone goes to tooLarge.
-func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Record)) {
-	p.wg.Add(1)
-	p.k.cl.Produce(ctx, rec, func(_ *Record, err error) {
-		if err != nil && tooLarge != nil && IsTooLarge(err) {
-			go func() { // not on the producer's callback goroutine
-				defer p.wg.Done()
-				if err := p.k.produceAlone(ctx, rec); err != nil {
-					if IsTooLarge(err) {
-						tooLarge(rec) // before Done: what it produces is waited for too
-						return
-					}
-					p.setErr(rec, err)
-				}
-			}()
-			return
-		}
-		if err != nil {
-			p.setErr(rec, err)
-		}
-		p.wg.Done()
-	})
-}
-
-func (p *Pending) setErr(rec *Record, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = fmt.Errorf("write to %s: %w", rec.Topic, err)
-	}
-}
-
-// produceAlone sends rec in a batch of its own: retries of refused records
-// go one at a time, each waiting for its answer.
-func (k *Client) produceAlone(ctx context.Context, rec *Record) error {
-	k.aloneMu.Lock()
-	defer k.aloneMu.Unlock()
-	r := &Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp}
-	return k.cl.ProduceSync(ctx, r).FirstErr()
-}
-
-// Flush waits for every record produced so far and returns the first
-// failure among them (then forgets it).
-func (p *Pending) Flush(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	err := p.err
-	p.err = nil
-	return err
 }
