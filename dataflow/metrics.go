@@ -18,6 +18,7 @@ type Metrics struct {
 	CombineLatePartials *prometheus.CounterVec
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
+	ConsumerLag         *prometheus.GaugeVec
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -61,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "turbine_idle_partitions", Help: "Input partitions idle (nothing to read for idle_timeout) and not holding the watermark back.",
 		}, []string{"stream"}),
 	}
+	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "turbine_consumer_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
+	}, []string{"stream", "topic", "partition"})
+	reg.MustRegister(m.ConsumerLag)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
 		m.RecoveredTimers, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
@@ -81,4 +86,5 @@ func (m *Metrics) Forget(stream string) {
 	m.IdlePartitions.DeletePartialMatch(l)
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)
+	m.ConsumerLag.DeletePartialMatch(l)
 }

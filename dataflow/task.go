@@ -192,7 +192,13 @@ func (t *task) process(ctx context.Context, fp kafkaio.FetchPart) error {
 	}
 	t.part.Read(recs[len(recs)-1].Offset+1, maxTime, hasTime)
 	t.uncommitted = true
+	t.reportLag()
 	return nil
+}
+
+// reportLag sets the partition's consumer lag gauge.
+func (t *task) reportLag() {
+	t.env.Metrics.ConsumerLag.WithLabelValues(t.env.Name, t.st.cfg.Topic, strconv.Itoa(int(t.p))).Set(float64(max(t.part.End-t.part.Next, 0)))
 }
 
 // push hands b (and the batches chained to it) to operator i onwards.
@@ -219,6 +225,7 @@ func (t *task) onTick(ctx context.Context) error {
 		// tick asks again.
 		if end, err := t.st.freshEnd(ctx, t.p, t.part.QuietSince()); err == nil {
 			t.part.ConfirmIdle(end)
+			t.reportLag()
 		}
 	}
 	due := t.stalled != nil || t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()

@@ -54,6 +54,32 @@ func TestInputGrowsWhileRunning(t *testing.T) {
 	}
 	checkGroup("counts")
 	checkGroup("copy")
+	// Everything read: the lag gauge says 0 for every partition.
+	fams, err := srv.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lags := 0
+	for _, f := range fams {
+		if f.GetName() != "turbine_consumer_lag_records" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["stream"] == "counts" && labels["topic"] == "ev" {
+				lags++
+				if v := m.GetGauge().GetValue(); v != 0 {
+					t.Errorf("partition %s: lag %v after FLUSH", labels["partition"], v)
+				}
+			}
+		}
+	}
+	if lags != 2 {
+		t.Errorf("%d lag gauges for counts, want one per partition (2)", lags)
+	}
 
 	// Grown to 4: rows for keys now placed on partitions 2 and 3 are read,
 	// and each key's window holds its rows from before and after.
