@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
@@ -37,12 +39,14 @@ type Sink struct {
 	env *Env
 	mk  int // index of MessageKey in Schema, -1: none
 	rr  int
+	out prometheus.Counter // records out, looked up once
 }
 
 var _ Op = (*Sink)(nil)
 
 func (s *Sink) Open(_ context.Context, env *Env) error {
 	s.env = env
+	s.out = env.Metrics.RecordsOut.WithLabelValues(env.Name)
 	s.mk = -1
 	if s.MessageKey != "" {
 		s.mk = s.Schema.Index(s.MessageKey)
@@ -91,7 +95,7 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 		s.env.Out.Produce(ctx, &kafkaio.Record{Topic: s.Topic, Key: key, Partition: state.PartitionFor(key, s.Partitions)})
 	}
 	if n := len(b.Rows) + len(b.Tombstones); n > 0 {
-		s.env.Metrics.RecordsOut.WithLabelValues(s.env.Name).Add(float64(n))
+		s.out.Add(float64(n))
 		s.env.Stats.Out.Add(int64(n))
 	}
 	return nil, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -34,8 +36,9 @@ type Source struct {
 	// CountIn counts the records into the stream's records_in.
 	CountIn bool
 
-	dec *exec.JSONDecoder
-	env *Env
+	dec      *exec.JSONDecoder
+	env      *Env
+	countsIn prometheus.Counter // this task's records in, looked up once
 }
 
 var _ Op = (*Source)(nil)
@@ -53,6 +56,7 @@ func NewDecoder(in *catalog.Relation) *exec.JSONDecoder {
 func (s *Source) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.dec = NewDecoder(s.Input)
+	s.countsIn = env.Metrics.RecordsIn.WithLabelValues(env.Name, strconv.Itoa(int(env.Partition)))
 	return nil
 }
 
@@ -87,7 +91,7 @@ func (s *Source) Process(ctx context.Context, in *Batch) (*Batch, error) {
 		}
 	}
 	if s.CountIn {
-		s.env.Metrics.RecordsIn.WithLabelValues(s.env.Name, strconv.Itoa(int(in.Partition))).Add(float64(len(recs)))
+		s.countsIn.Add(float64(len(recs)))
 		s.env.Stats.In.Add(int64(len(recs)))
 	}
 	return out, nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/window"
@@ -33,6 +35,9 @@ type task struct {
 	stalled  error
 	given    Watermark // the watermark last given to the operators
 	groupOff int64     // the offset last committed to the consumer group
+
+	batchSeconds prometheus.Observer // looked up once, not per batch
+	lag          prometheus.Gauge
 }
 
 // flushReq asks a task to reach target (phase reach), or to close what a
@@ -44,6 +49,8 @@ type flushReq struct {
 }
 
 func (t *task) open(ctx context.Context) error {
+	t.batchSeconds = t.env.Metrics.BatchSeconds.WithLabelValues(t.env.Name)
+	t.lag = t.env.Metrics.ConsumerLag.WithLabelValues(t.env.Name, t.st.cfg.Topic, strconv.Itoa(int(t.p)))
 	for _, op := range t.ops {
 		if err := op.Open(ctx, t.env); err != nil {
 			return err
@@ -94,7 +101,7 @@ func (t *task) run(ctx context.Context) {
 			if t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery() {
 				t.try(ctx, func() error { return t.commit(ctx, false) })
 			}
-			t.env.Metrics.BatchSeconds.WithLabelValues(t.env.Name).Observe(time.Since(start).Seconds())
+			t.batchSeconds.Observe(time.Since(start).Seconds())
 		case <-tick.C:
 			t.try(ctx, func() error { return t.onTick(ctx) })
 		case r := <-t.reqs:
@@ -198,7 +205,7 @@ func (t *task) process(ctx context.Context, fp kafkaio.FetchPart) error {
 
 // reportLag sets the partition's consumer lag gauge.
 func (t *task) reportLag() {
-	t.env.Metrics.ConsumerLag.WithLabelValues(t.env.Name, t.st.cfg.Topic, strconv.Itoa(int(t.p))).Set(float64(max(t.part.End-t.part.Next, 0)))
+	t.lag.Set(float64(max(t.part.End-t.part.Next, 0)))
 }
 
 // push hands b (and the batches chained to it) to operator i onwards.
