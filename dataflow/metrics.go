@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stream"}),
 	}
 	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "turbine_consumer_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
+		Name: "turbine_input_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
 	}, []string{"stream", "topic", "partition"})
 	reg.MustRegister(m.ConsumerLag)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,

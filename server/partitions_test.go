@@ -61,7 +61,7 @@ func TestInputGrowsWhileRunning(t *testing.T) {
 	}
 	lags := 0
 	for _, f := range fams {
-		if f.GetName() != "turbine_consumer_lag_records" {
+		if f.GetName() != "turbine_input_lag_records" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
