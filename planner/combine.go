@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -55,4 +56,37 @@ func aggTexts(p *Plan) []string {
 		out[i] = c.Text
 	}
 	return out
+}
+
+// chooseKeylessCombine plans a windowed aggregation without a GROUP BY key
+// (every record of a window is one group, on every source partition).
+//
+// Rule KeylessCombine: nothing can be re-keyed, so every source partition
+// pre-aggregates its window and one merge partition closes the window once
+// every source partition has passed it.
+//
+//	SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), COUNT(*) FROM src GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)
+//	=> each partition of src ships one partial per window; one merge partition
+func chooseKeylessCombine(p *Plan, requested string) error {
+	switch requested {
+	case "", "auto", StrategyCombine:
+	case StrategyLocal:
+		return sql.Errorf(sql.CodeNotSupported, "strategy 'local' needs a GROUP BY key: without one, a window's rows span every partition of %s", p.Input.Name).
+			WithHint("drop the strategy option: a keyless window is planned as a combine")
+	default:
+		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
+	}
+	if p.Window == nil {
+		return sql.Errorf(sql.CodeNotSupported, "a continuous aggregation needs a GROUP BY: a window such as TUMBLE(ts, INTERVAL '1' MINUTE), keys, or both")
+	}
+	if err := combinable(p); err != nil {
+		var e *sql.Error
+		if errors.As(err, &e) {
+			return &sql.Error{Code: e.Code, Message: "a window without a GROUP BY key is planned as a combine: " + e.Message, HintMsg: e.HintMsg, Err: err}
+		}
+		return err
+	}
+	p.Strategy, p.Rule = StrategyCombine, "KeylessCombine"
+	p.Reason = fmt.Sprintf("no GROUP BY key: each partition of %s ships partial [%s] per window to one merge partition", p.Input.Name, strings.Join(aggTexts(p), ", "))
+	return nil
 }

@@ -54,10 +54,77 @@ type aggScope struct {
 // select-list expressions against GROUP BY items.
 func restore(n ast.Node) string {
 	var b strings.Builder
-	if err := n.Restore(format.NewRestoreCtx(format.RestoreStringSingleQuotes|format.RestoreNameBackQuotes|format.RestoreKeyWordLowercase|format.RestoreNameLowercase, &b)); err != nil {
+	if err := n.Restore(format.NewRestoreCtx(format.RestoreStringSingleQuotes|format.RestoreNameDoubleQuotes|format.RestoreKeyWordLowercase|format.RestoreNameLowercase, &b)); err != nil {
 		return fmt.Sprintf("%p", n)
 	}
+	return unquoteNames(b.String())
+}
+
+// unquoteNames drops the double quotes around plain lower-case names in
+// restored SQL, as PostgreSQL prints them (max(price), not max("price")
+// or MySQL's max(`price`)); string literals and names that need their
+// quotes are left as they are.
+func unquoteNames(s string) string {
+	if !strings.Contains(s, `"`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '\'':
+			j := i + 1
+			for j < len(s) {
+				if s[j] == '\\' {
+					j += 2
+					continue
+				}
+				if s[j] == '\'' {
+					if j+1 < len(s) && s[j+1] == '\'' {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(s))
+			b.WriteString(s[i:j])
+			i = j
+		case '"':
+			j := i + 1
+			for j < len(s) && !(s[j] == '"' && (j+1 >= len(s) || s[j+1] != '"')) {
+				if s[j] == '"' {
+					j++
+				}
+				j++
+			}
+			name := s[i+1 : min(j, len(s))]
+			if plainName(name) {
+				b.WriteString(name)
+			} else {
+				b.WriteString(s[i:min(j+1, len(s))])
+			}
+			i = min(j+1, len(s))
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
 	return b.String()
+}
+
+// plainName: a name PostgreSQL prints without quotes.
+func plainName(n string) bool {
+	if n == "" || (n[0] >= '0' && n[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *scope) errf(code, name, format string, args ...any) error {

@@ -641,6 +641,9 @@ func chooseStrategy(p *Plan, requested, src string) error {
 			}
 		}
 	}
+	if len(p.Keys) == 0 && requested != StrategyRepartition {
+		return chooseKeylessCombine(p, requested)
+	}
 	switch requested {
 	case "", "auto", StrategyLocal:
 	case StrategyRepartition:

@@ -325,7 +325,15 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 		if spec.nCmb, err = o.Count("combine_partitions"); err != nil {
 			return spec, err
 		}
-		if spec.nCmb == 0 {
+		switch {
+		case len(p.Keys) == 0 && spec.nCmb > 1:
+			// Every partial of a window carries the same (empty) key: one
+			// partition would get them all and the others only markers.
+			return spec, sql.Errorf(sql.CodeInvalidParameter, "combine_partitions = %d: a window without a GROUP BY key merges on one partition", spec.nCmb).
+				WithPos(o["combine_partitions"].Pos).WithHint("drop combine_partitions, or set it to 1")
+		case len(p.Keys) == 0:
+			spec.nCmb = 1
+		case spec.nCmb == 0:
 			spec.nCmb = nIn
 		}
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
