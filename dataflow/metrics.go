@@ -10,6 +10,7 @@ type Metrics struct {
 	RecordsOut          *prometheus.CounterVec
 	LateRows            *prometheus.CounterVec
 	DecodeErrors        *prometheus.CounterVec
+	NullEventTime       *prometheus.CounterVec
 	Watermark           *prometheus.GaugeVec
 	WatermarkLag        *prometheus.GaugeVec
 	BatchSeconds        *prometheus.HistogramVec
@@ -35,6 +36,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stream", "action"}),
 		DecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_decode_errors_total", Help: "Undecodable input records, by the on_error policy that handled them.",
+		}, []string{"stream", "policy"}),
+		NullEventTime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_null_event_time_total", Help: "Input rows without an event time (NULL or missing), by the on_error policy that handled them.",
 		}, []string{"stream", "policy"}),
 		Watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turbine_watermark_ms", Help: "A stream's event-time watermark (epoch millis).",
@@ -66,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "turbine_input_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
 	}, []string{"stream", "topic", "partition"})
 	reg.MustRegister(m.ConsumerLag)
-	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
+	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
 		m.RecoveredTimers, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
 }
@@ -78,6 +82,7 @@ func (m *Metrics) Forget(stream string) {
 	m.RecordsOut.DeletePartialMatch(l)
 	m.LateRows.DeletePartialMatch(l)
 	m.DecodeErrors.DeletePartialMatch(l)
+	m.NullEventTime.DeletePartialMatch(l)
 	m.Watermark.DeletePartialMatch(l)
 	m.WatermarkLag.DeletePartialMatch(l)
 	m.BatchSeconds.DeletePartialMatch(l)

@@ -3,6 +3,7 @@ package dataflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -559,5 +561,51 @@ func TestCombineShipsAgainAfterACrash(t *testing.T) {
 	got := values(t, merge.out.take())
 	if len(got) != 1 || got[0]["n"].(float64) != 2 || got[0]["total"].(float64) != 3 {
 		t.Fatalf("pane %v, want u1 n 2 total 3: a repeated ship counted once", got)
+	}
+}
+
+// A row without an event time (NULL, or the field missing) goes through
+// on_error with 22004, under its own metric series; the rows around it
+// keep their order and their record indexes.
+func TestSourceNullEventTime(t *testing.T) {
+	nullTS := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 1, Value: []byte(`{"k": "a", "u": "x", "v": 3, "ts": null}`)}
+	noTS := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "b", "u": "y", "v": 4}`)}
+	for _, policy := range []string{"fail", "skip", "dlq"} {
+		src := *evSource
+		src.OnError, src.DLQTopic = policy, "ev.dlq"
+		op := &Source{Input: evRelation(&src), TimeIdx: 3, NeedsSeq: true, CountIn: true, TimeRequired: true, TimeRequiredIdx: 3,
+			DLQ: func(context.Context, string) int { return 1 }}
+		r := newRig(t, nil, 0, 1, op)
+		recs := []*kafkaio.Record{ev(0, 0, "a,x,1,5")[0], nullTS, noTS, ev(0, 3, "c,z,2,7")[0]}
+		out, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: recs})
+		if policy == "fail" {
+			var se *sql.Error
+			if !errors.As(err, &se) || se.Code != CodeNullValueNotAllowed || !strings.Contains(err.Error(), "ev/0 offset 1") {
+				t.Fatalf("fail: %v, want 22004 naming ev/0 offset 1", err)
+			}
+			continue
+		}
+		if err != nil || out.Data.N != 2 || out.Src[0] != 0 || out.Src[1] != 3 || out.Data.Cols[2].I[1] != 2 {
+			t.Fatalf("%s: %v, rows %d, src %v", policy, err, out.Data.N, out.Src)
+		}
+		if seq := out.Data.Cols[len(out.Data.Cols)-1]; seq.I[1] != 3<<10 {
+			t.Fatalf("%s: seq of the second row %d, want offset 3's", policy, seq.I[1])
+		}
+		got := testutil.ToFloat64(r.env.Metrics.NullEventTime.WithLabelValues("s", policy))
+		decode := testutil.ToFloat64(r.env.Metrics.DecodeErrors.WithLabelValues("s", policy))
+		if got != 2 || decode != 0 {
+			t.Fatalf("%s: null_event_time %v, decode_errors %v", policy, got, decode)
+		}
+		switch policy {
+		case "skip":
+			if r.env.Stats.Skipped.Load() != 2 || len(r.out.recs) != 0 {
+				t.Fatalf("skip: skipped %d, produced %d", r.env.Stats.Skipped.Load(), len(r.out.recs))
+			}
+		case "dlq":
+			dl := r.out.take()
+			if len(dl) != 2 || string(dl[0].Value) != string(nullTS.Value) || string(dl[1].Value) != string(noTS.Value) || r.env.Stats.DLQ.Load() != 2 {
+				t.Fatalf("dlq: %d dead letters", len(dl))
+			}
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -35,6 +36,11 @@ type Source struct {
 	Letters *DeadLetters
 	// CountIn counts the records into the stream's records_in.
 	CountIn bool
+	// TimeRequired: a row whose column TimeRequiredIdx (the window's time)
+	// is NULL has no window; it goes through the input's on_error policy
+	// (22004) instead of being counted as late.
+	TimeRequired    bool
+	TimeRequiredIdx int
 
 	dec      *exec.JSONDecoder
 	env      *Env
@@ -69,12 +75,20 @@ func (s *Source) Process(ctx context.Context, in *Batch) (*Batch, error) {
 	rec, decoded, derrs := s.dec.Decode(values)
 	defer rec.Release()
 	if len(derrs) > 0 {
-		if err := s.undecodable(ctx, in.Partition, recs, derrs); err != nil {
+		if err := s.onError(ctx, in.Partition, recs, derrs, s.env.Metrics.DecodeErrors, "cannot decode record"); err != nil {
 			return nil, err
 		}
 	}
 	b := exec.BatchOf(rec, s.Input.Schema)
 	FillKafkaTime(s.Input, b, recs, decoded)
+	if s.TimeRequired {
+		var nerrs []exec.DecodeError
+		if b, decoded, nerrs = s.dropNullTime(b, decoded); len(nerrs) > 0 {
+			if err := s.onError(ctx, in.Partition, recs, nerrs, s.env.Metrics.NullEventTime, "record without an event time"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if s.Observe != nil {
 		s.Observe(b)
 	}
@@ -101,12 +115,13 @@ func (s *Source) OnWatermark(context.Context, Watermark) (*Batch, error) { retur
 func (s *Source) Commit(context.Context, *Commit) error                  { return nil }
 func (s *Source) Close()                                                 {}
 
-// undecodable applies the input's on_error policy to undecodable records:
-// skip (counted, logged), dlq (the original key, bytes and timestamp go to
-// the dead-letter topic with headers saying why and from where) or fail
-// (an error naming topic, partition and offset). Every input record is
-// either processed or accounted for.
-func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Record, derrs []exec.DecodeError) error {
+// onError applies the input's on_error policy to records it cannot use
+// (undecodable, or without an event time): skip (counted, logged), dlq
+// (the original key, bytes and timestamp go to the dead-letter topic with
+// headers saying why and from where) or fail (an error naming topic,
+// partition and offset). Every input record is either processed or
+// accounted for; counter counts them by policy.
+func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, derrs []exec.DecodeError, counter *prometheus.CounterVec, what string) error {
 	policy, dlq := "fail", ""
 	if src := s.Input.Source; src != nil {
 		policy, dlq = src.OnError, src.DLQTopic
@@ -114,9 +129,9 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 	env := s.env
 	switch policy {
 	case "skip":
-		env.Metrics.DecodeErrors.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
+		counter.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
 		for _, de := range derrs {
-			env.Log.Warn("skipped undecodable record", "topic", s.Input.Topic, "partition", p, "offset", recs[de.Index].Offset, "err", de.Err)
+			env.Log.Warn("skipped "+what, "topic", s.Input.Topic, "partition", p, "offset", recs[de.Index].Offset, "err", de.Err)
 		}
 		env.Stats.Skipped.Add(int64(len(derrs)))
 		return nil
@@ -139,14 +154,47 @@ func (s *Source) undecodable(ctx context.Context, p int32, recs []*kafkaio.Recor
 				},
 			}, func(r *kafkaio.Record) { env.Out.Produce(ctx, Truncated(r)) })
 		}
-		env.Metrics.DecodeErrors.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
+		counter.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
 		env.Stats.DLQ.Add(int64(len(derrs)))
 		return nil
 	}
 	de := derrs[0]
-	return fmt.Errorf("cannot decode record at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
-		s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
+	return fmt.Errorf("%s at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
+		what, s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
 }
+
+// dropNullTime takes the rows without an event time out of b (and their
+// record indexes out of decoded), returning them as errors of their records.
+func (s *Source) dropNullTime(b *exec.Batch, decoded []int) (*exec.Batch, []int, []exec.DecodeError) {
+	ts := b.Cols[s.TimeRequiredIdx]
+	if ts.Null == nil {
+		return b, decoded, nil
+	}
+	var errs []exec.DecodeError
+	keep := make([]bool, b.N)
+	kept := 0
+	for i := 0; i < b.N; i++ {
+		if ts.IsNull(i) {
+			errs = append(errs, exec.DecodeError{Index: decoded[i], Err: s.nullTimeErr()})
+			continue
+		}
+		keep[i] = true
+		decoded[kept] = decoded[i]
+		kept++
+	}
+	if errs == nil {
+		return b, decoded, nil
+	}
+	return b.Select(keep, kept), decoded[:kept], errs
+}
+
+func (s *Source) nullTimeErr() error {
+	col := s.Input.Schema[s.TimeRequiredIdx].Name
+	return sql.Errorf(CodeNullValueNotAllowed, "null value in event-time column %s: the row has no window", col)
+}
+
+// CodeNullValueNotAllowed is SQLSTATE 22004, null_value_not_allowed.
+const CodeNullValueNotAllowed = "22004"
 
 // FillKafkaTime sets the watermark column of a timestamp = 'kafka' source
 // to each record's Kafka timestamp. Row i of b came from recs[decoded[i]].

@@ -197,6 +197,13 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		return append(out, sink)
 	}
 	deps := s.deps()
+	// A row of a source without an event time has no window: the source's
+	// on_error handles it (a stream's output keeps counting it as late).
+	needTime := p.Window != nil && p.Input.Source != nil
+	timeIdx := -1
+	if needTime {
+		timeIdx = p.Window.TimeIdx
+	}
 	switch p.Strategy {
 	case planner.StrategyRepartition:
 		h, err := s.hopFor(ctx, p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep)
@@ -208,7 +215,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		final.Watch = map[string]int{p.Input.Topic: spec.nIn}
 		final.Ops = func(int32) []dataflow.Op {
 			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn},
-				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions}}, tail()...)
+				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions,
+					TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
 	case planner.StrategyCombine:
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
@@ -220,7 +228,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			Ops: func(int32) []dataflow.Op {
 				return []dataflow.Op{
 					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true,
-						DLQ: s.dlqPartitions, Letters: s.letters},
+						DLQ: s.dlqPartitions, Letters: s.letters, TimeRequired: needTime, TimeRequiredIdx: timeIdx},
 					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb},
 				}
 			},
@@ -239,7 +247,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	default:
 		final.Ops = func(int32) []dataflow.Op {
 			return append([]dataflow.Op{&dataflow.Source{Input: p.Input, TimeIdx: tsIdx, NeedsSeq: p.NeedsSeq,
-				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions, Letters: s.letters}}, tail()...)
+				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions, Letters: s.letters,
+				TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
 	}
 	st, err := dataflow.StartStage(ctx, final, deps)
