@@ -109,13 +109,15 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 // crash, under at-least-once) is dropped and counted, never merged into a
 // second pane.
 func (h *HashAgg) mergePartials(b *Batch) error {
-	size := h.Plan.Window.Spec.Size
+	spec := h.Plan.Window.Spec
 	for _, rec := range b.Recs {
 		q, hasSource, w, enc, err := DecodePartial(rec.Value)
 		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		if h.hasWM && w+size+h.agg.Lateness <= h.wm {
+		// w is a window start (a slice start for HOP): late once no window
+		// holding it is open.
+		if h.hasWM && spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
 			h.env.Metrics.CombineLatePartials.WithLabelValues(h.env.Name).Inc()
 			h.env.Stats.Late.Add(1)
 			continue
@@ -344,9 +346,9 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 	}
 	if h.Merge && h.hasWM {
 		// Closed windows' partials are done with.
-		size := h.Plan.Window.Spec.Size
+		spec := h.Plan.Window.Spec
 		for id := range h.bySource {
-			if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); w+size+h.agg.Lateness <= h.wm {
+			if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
 				delete(h.bySource, id)
 			}
 		}

@@ -3,6 +3,7 @@ package dataflow
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -13,8 +14,10 @@ import (
 
 // PartialAgg is the pre-aggregation side of a combine hop, one per source
 // partition: it folds the partition's rows into per-(window, key) partial
-// accumulators; when the partition's watermark passes a window's end it
-// ships the window's partials to the internal topic keyed (murmur2) by the
+// accumulators (per (slice, key) for HOP: a slice is the greatest common
+// divisor of slide and size, and the merge side builds each window from
+// its slices); when the partition's watermark passes a window's (slice's)
+// end it ships the window's partials to the internal topic keyed (murmur2) by the
 // group key and drops the window; on idleness or a FLUSH it also ships the
 // windows still open, whole as they stand, and keeps them. Then a marker
 // goes to every internal partition. Each partial names its source
@@ -31,7 +34,12 @@ type PartialAgg struct {
 	Plan       *planner.Plan
 	Topic      string
 	Partitions int // of the internal topic
+	// EmitEvery (EMIT EVERY) also ships the open windows, whole as they
+	// stand and kept, at this interval: the merge side's early fires then
+	// see every partition's rows so far.
+	EmitEvery time.Duration
 
+	lastEarly time.Time
 	env     *Env
 	agg     *exec.Aggregator
 	shipped int64 // windows ending at or before it were shipped
@@ -41,7 +49,15 @@ type PartialAgg struct {
 	next    int64           // the next offset to read
 }
 
-var _ Op = (*PartialAgg)(nil)
+var (
+	_ Op     = (*PartialAgg)(nil)
+	_ Ticker = (*PartialAgg)(nil)
+)
+
+// Due asks for a watermark call when an early ship is due.
+func (c *PartialAgg) Due(now time.Time) bool {
+	return c.EmitEvery > 0 && now.Sub(c.lastEarly) >= c.EmitEvery
+}
 
 func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	c.env = env
@@ -61,16 +77,32 @@ func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 	data := b.Data
 	ts := data.Cols[c.Plan.Window.TimeIdx]
-	size := c.Plan.Window.Spec.Size
-	// Offsets grow within a partition, so a window's first offset is that
-	// of the first row seen in it: only a row in another window than the
+	// Rows are held per slice (the window itself for TUMBLE), and a slice
+	// is shipped once the watermark passes its end: a row of a slice
+	// shipped before is late here, even when a later HOP window holding
+	// that slice is still open (a second ship would replace the first).
+	g := c.Plan.Window.Spec.SliceSize()
+	// Offsets grow within a partition, so a slice's first offset is that
+	// of the first row seen in it: only a row in another slice than the
 	// row before needs a look in the map.
 	lastW, haveW := int64(0), false
+	var lateRows []int
+	keep := make([]bool, data.N)
+	kept := 0
 	for i, idx := range b.Src[:data.N] {
 		if ts.IsNull(i) {
+			keep[i] = true // Consume reports it
+			kept++
 			continue
 		}
-		if w := window.FloorTo(ts.I[i], size); !haveW || w != lastW {
+		w := window.FloorTo(ts.I[i], g)
+		if c.hasShip && w+g <= c.shipped {
+			lateRows = append(lateRows, i)
+			continue
+		}
+		keep[i] = true
+		kept++
+		if !haveW || w != lastW {
 			if _, ok := c.minOff[w]; !ok {
 				c.minOff[w] = b.Recs[idx].Offset
 			}
@@ -78,13 +110,29 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 		}
 	}
 	c.next = b.Recs[len(b.Recs)-1].Offset + 1
-	late, err := c.agg.Consume(data, c.shipped, c.hasShip)
+	rows := data
+	var kepts []int // row of data of each row of rows (nil: the same)
+	if kept < data.N {
+		rows = data.Select(keep, kept)
+		for i, k := range keep {
+			if k {
+				kepts = append(kepts, i)
+			}
+		}
+	}
+	late, err := c.agg.Consume(rows, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%d: %w", b.Recs[0].Topic, b.Partition, err)
 	}
-	real := 0
 	for _, row := range late {
-		if b.Recs[b.Src[row]].Offset >= c.applied { // not a re-read of a shipped window
+		if kepts != nil {
+			row = kepts[row]
+		}
+		lateRows = append(lateRows, row)
+	}
+	real := 0
+	for _, row := range lateRows {
+		if b.Recs[b.Src[row]].Offset >= c.applied { // not a re-read of a shipped slice
 			real++
 		}
 	}
@@ -107,6 +155,9 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 		return nil, nil // replaying
 	}
 	open := wm.Flush || wm.Idle
+	if c.EmitEvery > 0 && wm.Now.Sub(c.lastEarly) >= c.EmitEvery {
+		c.lastEarly, open = wm.Now, true
+	}
 	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
 	for _, part := range parts {
 		c.env.Out.Produce(ctx, &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),

@@ -285,12 +285,16 @@ type Partial struct {
 
 // ShipDue removes the windows that end (plus lateness) at or before wm and
 // returns their groups' partial accumulators, in window order: the
-// pre-aggregation side of a combine hop. all ships every window, due or
+// pre-aggregation side of a combine hop. A HOP aggregation holds slices,
+// and ships each slice once the watermark passes the slice's end: no row
+// on time can reach it after that, and the merge side builds every
+// window from its slices. all ships every window, due or
 // not (a partition going idle hands over what it holds).
 func (a *Aggregator) ShipDue(wm int64, all bool) []Partial {
 	var out []Partial
+	g := a.Window.SliceSize()
 	for _, w := range a.Table.windowStarts() {
-		if !all && w+a.Window.Size+a.Lateness > wm {
+		if !all && w+g+a.Lateness > wm {
 			continue
 		}
 		for _, s := range a.Table.WindowSlots(w) {
@@ -307,8 +311,9 @@ func (a *Aggregator) ShipDue(wm int64, all bool) []Partial {
 // due yet are shipped too, whole as they stand, and kept, so a later ship
 // of the same window replaces this one.
 func (a *Aggregator) Ship(wm int64, hasWM, open bool) (out []Partial, closed []int64) {
+	g := a.Window.SliceSize()
 	for _, w := range a.Table.windowStarts() {
-		due := hasWM && w+a.Window.Size+a.Lateness <= wm
+		due := hasWM && w+g+a.Lateness <= wm
 		if !due && !open {
 			continue
 		}

@@ -18,7 +18,7 @@ const StrategyCombine = "combine"
 // ships them when its own watermark passes the window's end; a merge stage
 // merges them per (window, key) and closes a window once every source
 // partition has confirmed it. It applies to one tumbling window over
-// mergeable aggregates; anything else is refused naming what stands in
+// mergeable aggregates (HOP windows ship slices); anything else is refused naming what stands in
 // the way.
 func chooseCombine(p *Plan) error {
 	if err := combinable(p); err != nil {
@@ -35,12 +35,12 @@ func combinable(p *Plan) error {
 		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' reads a source; %s is a stream", p.Input.Name)
 	}
 	if p.Window == nil {
-		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs one tumbling window in GROUP BY").
+		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs one TUMBLE or HOP window in GROUP BY").
 			WithHint("a GROUP BY without a window can use strategy 'repartition'")
 	}
-	if p.Window.Kind != "TUMBLE" {
-		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs a tumbling window; %s windows are not combinable", p.Window.Kind).
-			WithHint("use strategy 'repartition' for HOP and SESSION windows")
+	if p.Window.Kind != "TUMBLE" && p.Window.Kind != "HOP" {
+		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs a TUMBLE or HOP window; %s windows are not combinable", p.Window.Kind).
+			WithHint("use strategy 'repartition' for SESSION windows")
 	}
 	for _, c := range p.Aggs {
 		if info, ok := agg.Lookup(c.Spec.Name); !ok || !info.Mergeable {

@@ -659,7 +659,10 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		}
 		// Both hops can serve this query: the cost rule (ChooseByCost)
 		// picks one once the caller has sampled the source.
-		p.CombineEligible = combinable(p) == nil
+		// A keyed HOP stays with repartition under auto: combine serves
+		// it when asked (strategy = 'combine'), but the cost rule's
+		// estimate counts windows, not the slices HOP would ship.
+		p.CombineEligible = combinable(p) == nil && p.Window.Kind == "TUMBLE"
 		return nil
 	}
 	if p.PartitionKey < 0 {

@@ -318,9 +318,12 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 			spec.nRep = nIn
 		}
 	case planner.StrategyCombine:
-		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" || def.Options.EmitEveryMs > 0 {
-			return spec, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness, late_data_topic or EMIT EVERY").
-				WithHint("use strategy 'repartition'")
+		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" {
+			hint := "use strategy 'repartition'"
+			if len(p.Keys) == 0 {
+				hint = "a window without a GROUP BY key is always a combine: drop allowed_lateness and late_data_topic"
+			}
+			return spec, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness or late_data_topic").WithHint("%s", hint)
 		}
 		if spec.nCmb, err = o.Count("combine_partitions"); err != nil {
 			return spec, err
