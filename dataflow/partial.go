@@ -40,13 +40,13 @@ type PartialAgg struct {
 	EmitEvery time.Duration
 
 	lastEarly time.Time
-	env     *Env
-	agg     *exec.Aggregator
-	shipped int64 // windows ending at or before it were shipped
-	hasShip bool
-	minOff  map[int64]int64 // per window held: first offset of a row in it
-	applied int64           // offsets below it were read before a restart: a replay
-	next    int64           // the next offset to read
+	env       *Env
+	agg       *exec.Aggregator
+	shipped   int64 // windows ending at or before it were shipped
+	hasShip   bool
+	minOff    map[int64]int64 // per window held: first offset of a row in it
+	applied   int64           // offsets below it were read before a restart: a replay
+	next      int64           // the next offset to read
 }
 
 var (
