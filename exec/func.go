@@ -365,6 +365,16 @@ var ScalarFuncs = func() map[string]int {
 
 // Arity returns the least and most arguments function name takes (most is
 // -1 when unbounded); ok is false for an unknown function.
+// FuncNames lists the scalar functions, upper case (for a hint naming the
+// closest one).
+func FuncNames() []string {
+	out := make([]string, 0, len(scalarArity))
+	for n := range scalarArity {
+		out = append(out, n)
+	}
+	return out
+}
+
 func Arity(name string) (least, most int, ok bool) {
 	a, ok := scalarArity[name]
 	return a[0], a[1], ok

@@ -795,8 +795,18 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		return s.windowBound(name, x)
 	case "TUMBLE", "HOP", strings.ToUpper(sql.SessionFunc):
 		return nil, s.errf(sql.CodeSyntax, strings.ToLower(name), "%s(...) belongs in GROUP BY; use %s_START(...) or %s_END(...) in the select list", name, name, name)
-	case "NOW", "CURRENT_TIMESTAMP", "RAND", "RANDOM":
-		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not deterministic and is not supported in continuous queries", strings.ToLower(name))
+	case "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP":
+		if s.q != nil && len(x.Args) == 0 {
+			// A bounded query: the statement's start, one value for all rows.
+			return &exec.Literal{V: s.q.now().UnixMilli(), T: types.Timestamp}, nil
+		}
+		if s.q != nil {
+			return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s takes no arguments here", strings.ToLower(name))
+		}
+		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not supported in a continuous query: a stream's output must not depend on when its rows are processed", strings.ToLower(name)).(*sql.Error).
+			WithHint("use the event-time column (or timestamp = 'kafka' on the source); now() answers in a bounded SELECT")
+	case "RAND", "RANDOM":
+		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not supported: results must be reproducible (a replay after a restart recomputes them)", strings.ToLower(name))
 	case "TRIM":
 		return s.trimCall(x)
 	}
@@ -810,7 +820,11 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		}
 	}
 	if !ok {
-		return nil, s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O))
+		e := s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O)).(*sql.Error)
+		if c := sql.Closest(x.FnName.O, append(agg.Names(), exec.FuncNames()...)); c != "" {
+			e.HintMsg = "did you mean " + c + "?"
+		}
+		return nil, e
 	}
 	if len(x.Args) < least || (most >= 0 && len(x.Args) > most) {
 		want := strconv.Itoa(least)

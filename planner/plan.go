@@ -281,7 +281,11 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, erro
 		as := &aggScope{}
 		if stmt.GroupBy != nil {
 			for _, item := range stmt.GroupBy.Items {
-				if err := addGroupItem(in, as, item.Expr); err != nil {
+				e, err := groupItem(stmt, item.Expr)
+				if err != nil {
+					return nil, err
+				}
+				if err := addGroupItem(in, as, e); err != nil {
 					return nil, err
 				}
 			}
@@ -588,11 +592,32 @@ func fieldName(f *ast.SelectField) string {
 	return "?column?"
 }
 
+// groupItem resolves a positional GROUP BY item (GROUP BY 1: the first
+// select-list expression), as PostgreSQL does; other items are themselves.
+func groupItem(stmt *ast.SelectStmt, e ast.ExprNode) (ast.ExprNode, error) {
+	x, ok := e.(*ast.PositionExpr)
+	if !ok {
+		return e, nil
+	}
+	if x.P != nil || stmt.Fields == nil || x.N < 1 || x.N > len(stmt.Fields.Fields) {
+		return nil, sql.Errorf("42P10", "GROUP BY position %d is not in select list", x.N)
+	}
+	f := stmt.Fields.Fields[x.N-1]
+	if f.Expr == nil {
+		return nil, sql.Errorf("42P10", "GROUP BY position %d is a *: name the columns", x.N)
+	}
+	if _, isAgg := f.Expr.(*ast.AggregateFuncExpr); isAgg {
+		return nil, sql.Errorf(sql.CodeGrouping, "aggregate functions are not allowed in GROUP BY").
+			WithHint("GROUP BY %d names %s, an aggregate", x.N, restore(f.Expr))
+	}
+	return f.Expr, nil
+}
+
 func orderIndex(p *Plan, s *scope, stmt *ast.SelectStmt, e ast.ExprNode) (int, error) {
 	switch x := e.(type) {
 	case *ast.PositionExpr:
 		if x.N < 1 || x.N > len(p.Output) {
-			return 0, sql.Errorf(sql.CodeInvalidParameter, "ORDER BY position %d is not in select list", x.N)
+			return 0, sql.Errorf("42P10", "ORDER BY position %d is not in select list", x.N)
 		}
 		return x.N - 1, nil
 	case *ast.ColumnNameExpr:

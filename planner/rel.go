@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
@@ -22,6 +23,18 @@ type Env interface {
 	Resolver
 	Catalog() pgcat.Env
 	Run(p *Plan) ([][]any, error)
+}
+
+// Clock is what an Env implements to give now() its value (the statement's
+// start); without it now() is the wall clock when planned.
+type Clock interface{ Now() time.Time }
+
+// now is the statement's now().
+func (q *qctx) now() time.Time {
+	if c, ok := q.env.(Clock); ok {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // qctx is one query being planned.

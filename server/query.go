@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/turbinesql/turbinesql/bounded"
 	"github.com/turbinesql/turbinesql/catalog"
@@ -25,6 +26,16 @@ const decodeChunk = 4096
 type queryEnv struct {
 	s   *session
 	ctx context.Context
+	now time.Time // the statement's now(), read once
+}
+
+// Now is the statement's start time: now() is the same value throughout
+// one statement, as in PostgreSQL.
+func (q *queryEnv) Now() time.Time {
+	if q.now.IsZero() {
+		q.now = q.s.srv.clock()
+	}
+	return q.now
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -33,6 +34,8 @@ func showColumns(what string) []pgwire.Column {
 		return textColumns(showSourceCols...)
 	case "USERS":
 		return textColumns("name", "role")
+	case "TABLES":
+		return textColumns("name", "kind", "topic")
 	case "STREAMS":
 		cols := textColumns(showStreamCols...)
 		for i, n := range showStreamCols {
@@ -53,6 +56,16 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 	switch st.What {
 	case "USERS":
 		return s.showUsers(), nil
+	case "TABLES":
+		// What a new user coming from MySQL asks for: every relation a
+		// SELECT can read, sources and streams, by name.
+		for _, src := range s.cat.Sources() {
+			res.Rows = append(res.Rows, []any{src.Name, "source", src.Topic})
+		}
+		for _, def := range s.cat.Streams() {
+			res.Rows = append(res.Rows, []any{def.Name, "stream", def.Topic})
+		}
+		sort.Slice(res.Rows, func(i, j int) bool { return res.Rows[i][0].(string) < res.Rows[j][0].(string) })
 	case "SOURCES":
 		for _, src := range s.cat.Sources() {
 			res.Rows = append(res.Rows, []any{src.Name, src.Topic, nullIfEmpty(src.PartitionKey), src.Format, src.OnError, src.Schema.String()})
@@ -95,7 +108,8 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 	default:
 		v, ok := settings[st.What]
 		if !ok {
-			return nil, sql.Errorf("42704", "unrecognized configuration parameter %q", strings.ToLower(st.What))
+			return nil, sql.Errorf("42704", "unrecognized configuration parameter %q", strings.ToLower(st.What)).
+				WithHint("SHOW TABLES, SHOW SOURCES, SHOW STREAMS and SHOW USERS list objects")
 		}
 		res.Rows = [][]any{{v}}
 	}

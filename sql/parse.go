@@ -517,6 +517,9 @@ func (p *stmtParser) tidb(start int) (ast.StmtNode, error) {
 	text := strings.TrimRight(strings.TrimSpace(rw.text), ";")
 	n, err := ps.ParseOneStmt(text, "", "")
 	if err != nil {
+		if ferr := starCallError(p.src, p.toks); ferr != nil {
+			return nil, ferr
+		}
 		off := len(text)
 		msg := err.Error()
 		if m := tidbNear.FindStringSubmatch(msg); m != nil {
