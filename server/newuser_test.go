@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,4 +49,28 @@ func TestMisspelledFunctionHints(t *testing.T) {
 			t.Errorf("%s: %v, want an error without backticks", q, err)
 		}
 	}
+}
+
+// TestDataDirHeld: a second server on a data dir in use fails at once,
+// naming the first one's pid and pgwire address; once the first stops, the
+// dir starts again.
+func TestDataDirHeld(t *testing.T) {
+	dir := t.TempDir()
+	first := startTestServer(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", AppID: "slt"}
+	second, err := Start(ctx, cfg)
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second server started on a data dir in use")
+	}
+	want := fmt.Sprintf("in use by another TurbineSQL server (pid %d, pgwire %s", os.Getpid(), first.pgLn.Addr())
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("second server: %v, want it to say %q", err, want)
+	}
+	first.Close()
+	again := startTestServer(t, dir)
+	again.Close()
 }

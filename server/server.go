@@ -5,15 +5,19 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/turbinesql/turbinesql/internal/dirlock"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -104,6 +108,7 @@ func (s *Server) commitEvery() time.Duration {
 // Server is a running TurbineSQL instance.
 type Server struct {
 	cfg     Config
+	dirLock *dirlock.Lock // this server's hold on cfg.DataDir
 	log     *slog.Logger
 	broker  *kafkaio.Embedded
 	kafka   *kafkaio.Client
@@ -173,6 +178,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.Close()
 		}
 	}()
+	if s.dirLock, err = dirlock.Acquire(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	conn := cfg.Kafka
 	conn.Brokers = cfg.Brokers
 	if len(conn.Brokers) == 0 {
@@ -195,6 +203,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.kafka = k
 	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS})
+	if errors.Is(err, syscall.EAGAIN) {
+		// Pebble's own lock: a process that did not take ours holds it.
+		return nil, fmt.Errorf("%w (%w)", &dirlock.HeldError{Dir: cfg.DataDir}, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +254,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.warnIfExposed(s.pgLn)
 	go func() { _ = s.pg.Serve(s.pgLn) }()
+	owner := []string{"pgwire", s.pgLn.Addr().String()}
+	if s.httpLn != nil {
+		owner = append(owner, "http", s.httpLn.Addr().String())
+	}
+	owner = append(owner, "kafka", strings.Join(conn.Brokers, ","))
+	if err := s.dirLock.Describe(owner...); err != nil {
+		s.log.Warn("cannot write the data dir's owner file", "err", err)
+	}
 	ok = true
 	return s, nil
 }
@@ -311,6 +331,7 @@ func (s *Server) Close() {
 	if s.broker != nil {
 		s.broker.Close()
 	}
+	s.dirLock.Release()
 }
 
 // seedDeadLetters records which records of src its dead-letter topic
