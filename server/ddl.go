@@ -14,7 +14,7 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp"}
+var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp", "decimal_as_double"}
 var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions"}
 
 // planStrategy names the recorded strategy of a stream whose cost rule
@@ -28,6 +28,14 @@ const IsFinalColumn = "is_final"
 // DefaultIdleTimeoutMs is a source's idle_timeout when it sets none.
 const DefaultIdleTimeoutMs = 5000
 
+// isDecimal: a declared type of exact numerics (DECIMAL, NUMERIC, with or
+// without precision).
+func isDecimal(declared string) bool {
+	name, _, _ := strings.Cut(strings.ToUpper(declared), "(")
+	name = strings.TrimSpace(name)
+	return name == "DECIMAL" || name == "NUMERIC"
+}
+
 // sourceFrom validates a CREATE SOURCE into a catalog entry; every option
 // is checked here, once, with an error naming it.
 func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
@@ -36,8 +44,22 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 		return nil, err
 	}
 	src := &catalog.Source{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
+	decimalAsDouble := false
+	switch v := strings.ToLower(o.String("decimal_as_double", "false")); v {
+	case "true", "on":
+		decimalAsDouble = true
+	case "false", "off":
+	default:
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "decimal_as_double must be true or false, not %q", v).WithPos(o["decimal_as_double"].Pos)
+	}
 	seen := map[string]bool{}
 	for _, c := range st.Columns {
+		if isDecimal(c.Declared) && !decimalAsDouble {
+			// There is no exact decimal type yet: reading one as DOUBLE
+			// would change sums and comparisons without saying so.
+			return nil, sql.Errorf(sql.CodeNotSupported, "type %s of column %s is not supported: there is no exact DECIMAL type yet", c.Declared, c.Name).WithPos(c.Pos).
+				WithHint("declare the column DOUBLE (or set decimal_as_double = true to read it as DOUBLE, inexactly), or carry it as BIGINT cents")
+		}
 		if seen[strings.ToLower(c.Name)] {
 			return nil, sql.Errorf("42701", "column %q specified more than once", c.Name).WithPos(c.Pos)
 		}

@@ -307,16 +307,18 @@ func (p *stmtParser) createSource() (Statement, error) {
 				return nil, Errorf(CodeNotSupported, "type %q of column %s is not supported", p.src[tt.Start:tt.End], col).
 					WithHint("use TEXT, BIGINT, DOUBLE, BOOLEAN or TIMESTAMP").WithPos(charPos(p.src, tt.Start))
 			}
+			declEnd := tt.End
 			if p.accept("(") { // VARCHAR(20), NUMERIC(10,2): the length is not enforced
 				for !p.accept(")") {
 					if p.next().Kind == TokEOF {
 						return nil, p.errAt(p.peek(), "expected )")
 					}
 				}
+				declEnd = p.toks[p.i-1].End
 			}
 			p.accept("NOT", "NULL")
 			p.accept("NULL")
-			cs.Columns = append(cs.Columns, ColumnDef{Name: col, Type: typ, Pos: charPos(p.src, ct.Start)})
+			cs.Columns = append(cs.Columns, ColumnDef{Name: col, Type: typ, Pos: charPos(p.src, ct.Start), Declared: p.src[tt.Start:declEnd]})
 		}
 		if p.accept(",") {
 			continue

@@ -23,6 +23,9 @@ type ColumnDef struct {
 	Name string
 	Type types.Type
 	Pos  int
+	// Declared is the type as written (NUMERIC(10,2)), for messages about
+	// a declared type the engine reads as another.
+	Declared string
 }
 
 // Watermark is `WATERMARK FOR col AS col - INTERVAL ...`.
