@@ -1,7 +1,7 @@
 # TurbineSQL. `make test` is what CI runs; `make bench` prints the figures.
 GO ?= go
 
-.PHONY: build test vet race bench run clean fmt
+.PHONY: build test vet race bench run clean fmt demo-reset
 
 build:
 	$(GO) build -o bin/turbinesql ./cmd/turbinesql
@@ -9,6 +9,13 @@ build:
 # Builds and starts the embedded default: Kafka in process, pgwire on :5433.
 run: build
 	./bin/turbinesql serve
+
+# Forgets everything `make run` created (catalog, topics, state): stop the
+# server first (a running one holds turbinesql-data/turbine.pid).
+demo-reset:
+	@if [ -e turbinesql-data/turbine.pid ] && ! flock -n turbinesql-data/turbine.pid true; then \
+		echo "a server is running on turbinesql-data ($$(cat turbinesql-data/turbine.pid)): stop it first"; exit 1; fi
+	rm -rf turbinesql-data
 
 vet:
 	$(GO) vet ./...
