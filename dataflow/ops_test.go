@@ -609,3 +609,51 @@ func TestSourceNullEventTime(t *testing.T) {
 		}
 	}
 }
+
+// A HOP pre-aggregation ships slices (gcd of slide and size) at the
+// slice's end, and a row of a slice already shipped is late even while a
+// later window holding that slice is open: shipping the slice again would
+// replace, on the merge side, what was shipped with the late row alone.
+func TestPartialAggHopShipsSlices(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND)`, "auto")
+	if p.Strategy != "combine" || p.Rule != "KeylessCombine" {
+		t.Fatalf("plan %s (%s), want a keyless combine", p.Strategy, p.Rule)
+	}
+	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
+	pre.feed(ev(0, 0, "a,x,1,1", "b,x,1,2", "c,x,1,6"))
+	pre.watermark(5_000, false)
+	var slices []int64
+	for _, rec := range pre.out.take() {
+		if _, ok := markerOf(rec); ok {
+			continue
+		}
+		_, _, w, _, err := DecodePartial(rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices = append(slices, w)
+	}
+	if len(slices) != 1 || slices[0] != 0 {
+		t.Fatalf("shipped slices %v at watermark 5 s, want [0]: slice [0,5) only, [5,10) is open", slices)
+	}
+	// 00:00:03 belongs to slice [0,5), shipped; window [0,10) is still open.
+	pre.feed(ev(0, 3, "d,x,1,3"))
+	if late := pre.env.Stats.Late.Load(); late != 1 {
+		t.Fatalf("late rows %d, want 1", late)
+	}
+	pre.watermark(10_000, false)
+	n := 0
+	for _, rec := range pre.out.take() {
+		if _, ok := markerOf(rec); !ok {
+			_, _, w, _, _ := DecodePartial(rec.Value)
+			if w != 5_000 {
+				t.Fatalf("shipped slice %d at watermark 10 s, want only 5000", w)
+			}
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d partials at watermark 10 s, want slice [5,10) once", n)
+	}
+}
