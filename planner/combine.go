@@ -87,6 +87,10 @@ func chooseKeylessCombine(p *Plan, requested string) error {
 		return err
 	}
 	p.Strategy, p.Rule = StrategyCombine, "KeylessCombine"
-	p.Reason = fmt.Sprintf("no GROUP BY key: each partition of %s ships partial [%s] per window to one merge partition", p.Input.Name, strings.Join(aggTexts(p), ", "))
+	unit := "window"
+	if p.Window.Kind == "HOP" {
+		unit = "slice"
+	}
+	p.Reason = fmt.Sprintf("no GROUP BY key: each partition of %s ships partial [%s] per %s to one merge partition", p.Input.Name, strings.Join(aggTexts(p), ", "), unit)
 	return nil
 }

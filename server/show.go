@@ -221,11 +221,15 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	if p.Filter != nil {
 		nodes = append(nodes, "Filter: "+p.Filter.String())
 	}
+	unit := "window"
+	if p.Window != nil && p.Window.Kind == "HOP" {
+		unit = "slice" // HOP ships slices; the merge side builds windows from them
+	}
 	if p.Strategy == planner.StrategyCombine && len(p.Keys) == 0 {
-		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per window and ships one partial per window to internal topic %s (one partition; a window closes once every source partition has confirmed it)",
-			p.Input.Name, combineTopic(appID, p.Input.Topic, orName(stream))))
+		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per %s and ships one partial per %s to internal topic %s (one partition; a window closes once every source partition has confirmed it)",
+			p.Input.Name, unit, unit, combineTopic(appID, p.Input.Topic, orName(stream))))
 	} else if p.Strategy == planner.StrategyCombine {
-		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per (window, key) and ships partials to internal topic %s (murmur2 on the group key; a window closes once every source partition has confirmed it)",
+		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per ("+unit+", key) and ships partials to internal topic %s (murmur2 on the group key; a window closes once every source partition has confirmed it)",
 			p.Input.Name, combineTopic(appID, p.Input.Topic, orName(stream))))
 	}
 	if p.Strategy == planner.StrategyRepartition {
