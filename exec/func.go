@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -383,6 +384,15 @@ func Arity(name string) (least, most int, ok bool) {
 func (c *Call) Eval(b *Batch) (*Vec, error) {
 	if c.Name == "COALESCE" {
 		return c.coalesce(b)
+	}
+	if c.Name == "RANDOM" {
+		// A value per row in [0, 1); only bounded queries plan it (a
+		// stream's replay must recompute the same output).
+		out := newVec(types.Double, b.N)
+		for i := range out.F {
+			out.F[i] = rand.Float64()
+		}
+		return out, nil
 	}
 	args := make([]*Vec, len(c.Args))
 	for i, a := range c.Args {

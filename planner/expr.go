@@ -806,7 +806,13 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not supported in a continuous query: a stream's output must not depend on when its rows are processed", strings.ToLower(name)).(*sql.Error).
 			WithHint("use the event-time column (or timestamp = 'kafka' on the source); now() answers in a bounded SELECT")
 	case "RAND", "RANDOM":
-		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not supported: results must be reproducible (a replay after a restart recomputes them)", strings.ToLower(name))
+		if s.q != nil && len(x.Args) == 0 {
+			return &exec.Call{Name: "RANDOM", T: types.Double}, nil
+		}
+		if s.q != nil {
+			return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s takes no arguments here", strings.ToLower(name))
+		}
+		return nil, s.errf(sql.CodeNotSupported, "", "%s() is not supported in a continuous query: a stream's output must be the same when a restart replays its input", strings.ToLower(name))
 	case "TRIM":
 		return s.trimCall(x)
 	}
