@@ -25,6 +25,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/bench/harness"
 	"github.com/turbinesql/turbinesql/server"
+	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
 )
 
@@ -169,7 +170,42 @@ func run(events, keys, parts int, span time.Duration) error {
 	fmt.Printf("  %.0f events/s wall, %.0f events per engine CPU-second (broker in its own process), ratio to read-only baseline %.2f\n",
 		float64(events)/wall, float64(events)/cpu, (float64(events)/cpu)/(float64(events)/readCPU))
 	fmt.Printf("  peak RSS %.0f MB\n", harness.PeakRSSMB())
+	if windowKind == "keyless" {
+		partials, markers, err := countCombine(ctx, srv.KafkaAddrs(), "turbine-bench-cmb-ev-agg")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  combine topic: %d partials (%.1f per closed window) and %d watermark markers\n",
+			partials, float64(partials)/float64(max(out, 1)), markers)
+	}
 	return nil
+}
+
+// countCombine reads a combine topic whole: the partials shipped, and the
+// markers (records with shuffle.MarkerHeader).
+func countCombine(ctx context.Context, brokers []string, topic string) (partials, markers int64, err error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return partials, markers, nil // read to the end: nothing more within 2 s
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == shuffle.MarkerHeader {
+					markers++
+					return
+				}
+			}
+			partials++
+		})
+	}
 }
 
 var (
