@@ -82,7 +82,13 @@ func chooseKeylessCombine(p *Plan, requested string) error {
 	if err := combinable(p); err != nil {
 		var e *sql.Error
 		if errors.As(err, &e) {
-			return &sql.Error{Code: e.Code, Message: "a window without a GROUP BY key is planned as a combine: " + e.Message, HintMsg: e.HintMsg, Err: err}
+			// The combine's own hint (use repartition) cannot apply: there
+			// is no key to re-key by.
+			hint := "add a GROUP BY key"
+			if p.Window.Kind == "SESSION" {
+				hint = "a SESSION window needs a GROUP BY key (sessions of one key)"
+			}
+			return &sql.Error{Code: e.Code, Message: "a window without a GROUP BY key is planned as a combine: " + e.Message, HintMsg: hint, Err: err}
 		}
 		return err
 	}
