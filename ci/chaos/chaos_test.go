@@ -185,8 +185,8 @@ func TestSpecs(t *testing.T) {
 		if !strings.Contains(q, "strategy = '"+string(s.plan)+"'") || !strings.Contains(q, "GROUP BY "+s.keyCol()) {
 			t.Errorf("%s: %s", s.name, q)
 		}
-		if s.plan == combine && (s.kind != tumble || s.lateTopic() != "") {
-			t.Errorf("combine takes one tumbling window and no late-data topic: %+v", s)
+		if s.plan == combine && (s.kind == session || s.kind == upsert || s.lateTopic() != "") {
+			t.Errorf("combine takes TUMBLE and HOP windows (EMIT EVERY too) and no late-data topic: %+v", s)
 		}
 	}
 	for _, k := range []string{"tumble", "hop", "session", "emit", "upsert"} {
@@ -196,7 +196,7 @@ func TestSpecs(t *testing.T) {
 			}
 		}
 	}
-	if !got["tumble_combine"] || len(got) != 11 {
+	if !got["tumble_combine"] || !got["hop_combine"] || !got["emit_combine"] || len(got) != 13 {
 		t.Errorf("streams: %v", got)
 	}
 }

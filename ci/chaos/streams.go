@@ -52,13 +52,14 @@ func (s streamSpec) lateTopic() string {
 	return "late_" + s.name
 }
 
-// specs lists every (window kind × plan) the engine allows: combine only
-// takes one tumbling window without EMIT EVERY.
+// specs lists every (window kind × plan) the engine allows: combine takes
+// TUMBLE and HOP windows, with or without EMIT EVERY, and no SESSION or
+// upsert.
 func specs() []streamSpec {
 	var out []streamSpec
 	for _, p := range []plan{local, repartition, combine} {
 		for _, k := range []kind{tumble, hop, session, emit, upsert} {
-			if p == combine && k != tumble {
+			if p == combine && (k == session || k == upsert) {
 				continue
 			}
 			name := strings.ToLower(strings.Fields(string(k))[0]) + "_" + string(p)
