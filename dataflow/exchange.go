@@ -38,10 +38,19 @@ func (x *Exchange) Open(_ context.Context, env *Env) error {
 
 func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	col := b.Data.Cols[x.Col]
-	for i, idx := range b.Src[:b.Data.N] {
+	n := b.Data.N
+	// One allocation each for the batch's records, headers and header
+	// values, not three per row.
+	recs := make([]kafkaio.Record, n)
+	hdrs := make([]kafkaio.Header, n)
+	vals := make([]byte, 0, n*2*binary.MaxVarintLen64)
+	for i, idx := range b.Src[:n] {
 		src := b.Recs[idx]
-		r := &kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp,
-			Headers: []kafkaio.Header{{Key: SourceHeader, Value: EncodeSource(src.Partition, src.Offset)}}}
+		at := len(vals)
+		vals = appendSource(vals, src.Partition, src.Offset)
+		hdrs[i] = kafkaio.Header{Key: SourceHeader, Value: vals[at:len(vals):len(vals)]}
+		r := &recs[i]
+		*r = kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp, Headers: hdrs[i : i+1 : i+1]}
 		if key := keyText(col, i); key != nil {
 			r.Key = key
 			r.Partition = state.PartitionFor(key, x.Partitions)
@@ -78,9 +87,10 @@ func SendMarkers(ctx context.Context, env *Env, topic string, n int, wm Watermar
 const SourceHeader = "turbine.src"
 
 // EncodeSource is SourceHeader's value: the partition and offset, varints.
-func EncodeSource(p int32, off int64) []byte {
-	b := binary.AppendUvarint(make([]byte, 0, 12), uint64(p))
-	return binary.AppendUvarint(b, uint64(off))
+func EncodeSource(p int32, off int64) []byte { return appendSource(make([]byte, 0, 12), p, off) }
+
+func appendSource(dst []byte, p int32, off int64) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(dst, uint64(p)), uint64(off))
 }
 
 // DecodeSource reads EncodeSource.

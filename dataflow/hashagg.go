@@ -16,11 +16,6 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-// NewAggregator makes the hash aggregation of a plan (planner.NewAggregator).
-func NewAggregator(p *planner.Plan, latenessMs int64, partitions int) (*exec.Aggregator, error) {
-	return planner.NewAggregator(p, latenessMs, partitions)
-}
-
 // HashAgg is the keyed aggregation of a stream: windowed (TUMBLE, HOP,
 // SESSION), or without a window (an upsert stream). It folds rows into
 // the task's groups; on the task's watermark it emits the windows it
@@ -59,7 +54,7 @@ var _ Op = (*HashAgg)(nil)
 
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
-	a, err := NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
+	a, err := planner.NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/turbinesql/turbinesql/internal/testenv"
 	"io"
 	"net"
 	"os"
@@ -401,13 +402,7 @@ func TestCloseDoesNotWaitForStuckStatements(t *testing.T) {
 // TestPsqlCancel: psql's Ctrl-C (SIGINT) sends a CancelRequest that stops
 // the running statement.
 func TestPsqlCancel(t *testing.T) {
-	psql, err := exec.LookPath("psql")
-	if err != nil {
-		if os.Getenv("CI_REQUIRE_PSQL") == "1" {
-			t.Fatalf("psql required (CI_REQUIRE_PSQL=1) but not found: %v", err)
-		}
-		t.Skip("psql not on PATH")
-	}
+	psql := testenv.Psql(t)
 	b := newFakeBackend()
 	_, addr := startServer(t, b)
 	host, port, _ := net.SplitHostPort(addr)
@@ -422,6 +417,7 @@ func TestPsqlCancel(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

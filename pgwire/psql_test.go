@@ -3,6 +3,7 @@ package pgwire_test
 import (
 	"bytes"
 	"context"
+	"github.com/turbinesql/turbinesql/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -15,13 +16,7 @@ import (
 // optional on developer machines; CI_REQUIRE_PSQL=1 makes its absence a
 // failure.
 func TestPsql(t *testing.T) {
-	psql, err := exec.LookPath("psql")
-	if err != nil {
-		if os.Getenv("CI_REQUIRE_PSQL") == "1" {
-			t.Fatalf("psql required (CI_REQUIRE_PSQL=1) but not found: %v", err)
-		}
-		t.Skip("psql not on PATH")
-	}
+	psql := testenv.Psql(t)
 	_, addr := startServer(t, newFakeBackend())
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

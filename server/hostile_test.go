@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/turbinesql/turbinesql/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -336,13 +337,7 @@ func TestCatalogEvaluatorLinear(t *testing.T) {
 
 // TestPsqlStatementTimeout: what a psql user sees.
 func TestPsqlStatementTimeout(t *testing.T) {
-	psql, err := exec.LookPath("psql")
-	if err != nil {
-		if os.Getenv("CI_REQUIRE_PSQL") == "1" {
-			t.Fatalf("psql required (CI_REQUIRE_PSQL=1) but not found: %v", err)
-		}
-		t.Skip("psql not on PATH")
-	}
+	psql := testenv.Psql(t)
 	srv := startTestServer(t, t.TempDir())
 	defer srv.Close()
 	host, port, _ := net.SplitHostPort(srv.PGAddr())
@@ -352,7 +347,7 @@ func TestPsqlStatementTimeout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("psql took %v", took)
 	}

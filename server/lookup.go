@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
@@ -50,7 +49,7 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 	if err != nil || val == nil {
 		return nil, err == nil, err
 	}
-	ag, err := dataflow.NewAggregator(sp, 0, r.spec.nIn)
+	ag, err := planner.NewAggregator(sp, 0, r.spec.nIn)
 	if err != nil {
 		return nil, false, err
 	}

@@ -199,18 +199,7 @@ func Split(src string) []string {
 		c := src[i]
 		switch {
 		case c == '\'' || c == '"':
-			i++
-			for i < len(src) {
-				if src[i] == c {
-					if i+1 < len(src) && src[i+1] == c {
-						i += 2
-						continue
-					}
-					break
-				}
-				i++
-			}
-			i++
+			i = skipQuoted(src, i)
 		case c == '-' && i+1 < len(src) && src[i+1] == '-':
 			for i < len(src) && src[i] != '\n' {
 				i++
@@ -263,4 +252,23 @@ func onlyComments(s string) bool {
 		}
 	}
 	return true
+}
+
+// skipQuoted returns the index just past the quoted text (a string or a
+// quoted name; a doubled quote is one quote character) that starts at
+// src[i], or len(src) when it does not end.
+func skipQuoted(src string, i int) int {
+	c := src[i]
+	i++
+	for i < len(src) {
+		if src[i] == c {
+			if i+1 < len(src) && src[i+1] == c {
+				i += 2
+				continue
+			}
+			return i + 1
+		}
+		i++
+	}
+	return i + 1
 }

@@ -57,18 +57,7 @@ func CheckNesting(src string) error {
 			i += 2
 			continue
 		case c == '\'' || c == '"':
-			i++
-			for i < len(src) {
-				if src[i] == c {
-					if i+1 < len(src) && src[i+1] == c {
-						i += 2
-						continue
-					}
-					break
-				}
-				i++
-			}
-			i++
+			i = skipQuoted(src, i)
 			closeOperand()
 			continue
 		case c == '(' || c == '[':

@@ -192,6 +192,3 @@ func (s *Peers) maxExcept(p int32) (int64, bool) {
 	}
 	return m, ok
 }
-
-// Max is the highest own watermark among all partitions.
-func (s *Peers) Max() (int64, bool) { return s.maxExcept(-1 << 31) }
