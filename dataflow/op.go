@@ -10,7 +10,8 @@
 // and the watermark go to Pebble in one batch; then the offset goes to the
 // stage's consumer group, so Kafka's own tools show its lag. A crash
 // anywhere before the Pebble commit replays the batch (at-least-once); a
-// crash after it loses nothing.
+// crash after it loses nothing. An exactly-once stage makes each commit a
+// Kafka transaction instead (txn.go).
 //
 // The runtime never sees the server: it gets a Kafka client, a state
 // store, a clock, metrics and a plan through the small interfaces below.
@@ -87,6 +88,11 @@ type Watermark struct {
 	// a FLUSH).
 	Idle bool
 	Now  time.Time
+	// Replay: an exactly-once task is catching its state up with a
+	// transaction committed before a crash; what the operators produce is
+	// dropped (it is in Kafka already), and the windows they close are
+	// retired, not emitted.
+	Replay bool
 }
 
 // Commit is one commit of a task, as operators contribute to it.

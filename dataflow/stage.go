@@ -19,6 +19,22 @@ type Kafka interface {
 	NewConsumer(topic string, assign map[int32]int64, maxPoll int) (Consumer, error)
 	NewPending() Pending
 	CommitOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error
+	// NewTxnProducer opens a task's transactional producer, fencing
+	// earlier holders of id; StableOffsets reads what the last committed
+	// transactions left in a consumer group (exactly-once stages only).
+	NewTxnProducer(ctx context.Context, id string) (TxnProducer, error)
+	StableOffsets(ctx context.Context, group, topic string) (map[int32]kafkaio.Committed, error)
+}
+
+// TxnProducer is a task's transactional producer: what the task produces
+// between two commits is one transaction, which Commit ends together with
+// the input offset.
+type TxnProducer interface {
+	Pending
+	Commit(ctx context.Context, c kafkaio.TxnCommit) error
+	Abort(ctx context.Context) error
+	ID() string
+	Close()
 }
 
 // Consumer reads the partitions of one topic.
@@ -76,6 +92,14 @@ type StageConfig struct {
 	// MetadataEvery is how often the stage looks for added partitions (0:
 	// every 5 s).
 	MetadataEvery time.Duration
+	// TxnID, when set, makes the stage exactly-once: partition p's task
+	// produces through the transactional producer TxnID(p), each of its
+	// commits is one transaction (records, a progress record to
+	// ProgressTopic, the input offset to Group), and a restart replays
+	// into state, producing nothing, what a transaction committed after
+	// the state's last write.
+	TxnID         func(p int32) string
+	ProgressTopic string
 }
 
 // Stage runs a task per partition of its topic.
@@ -110,6 +134,15 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
 	}
 	log := deps.Log.With("stage", cfg.Name)
+	txns, committed, err := openTxns(ctx, cfg, deps)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+	}
+	closeTxns := func() {
+		for _, tx := range txns {
+			tx.Close()
+		}
+	}
 	assign := map[int32]int64{}
 	for p := int32(0); p < int32(cfg.Partitions); p++ {
 		m := metas[p]
@@ -120,15 +153,24 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		// Know the partition's end before the first fetch: a partition
 		// whose end is unknown would count as read to its end.
 		part.SawEnd(ends[p])
-		t := &task{st: s, p: p, ops: cfg.Ops(p), part: part, out: deps.Kafka.NewPending(),
+		t := &task{st: s, p: p, ops: cfg.Ops(p), part: part,
 			in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
-		t.env = &Env{Name: cfg.Name, State: cfg.State, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.out,
+		if tx := txns[p]; tx != nil {
+			t.txn, t.out = tx, tx
+			delete(txns, p) // the task closes it
+			t.planReplay(m, committed[p], log)
+		} else {
+			t.out = deps.Kafka.NewPending()
+		}
+		t.sw = &switchOut{Producer: t.out}
+		t.env = &Env{Name: cfg.Name, State: cfg.State, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
 			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log}
 		if err := t.open(ctx); err != nil {
 			t.close()
 			for _, o := range s.tasks {
 				o.close()
 			}
+			closeTxns()
 			return nil, fmt.Errorf("start %s partition %d: %w", cfg.Name, p, err)
 		}
 		s.tasks[p] = t
@@ -142,6 +184,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		for _, t := range s.tasks {
 			t.close()
 		}
+		closeTxns()
 		return nil, err
 	}
 	s.cons = cons

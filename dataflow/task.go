@@ -23,6 +23,14 @@ type task struct {
 	clock Clock // the chain's own watermark (behind a hop); nil: part's
 	part  *window.Partition
 	out   Pending
+	sw    *switchOut  // out as the operators see it
+	txn   TxnProducer // out, when the stage is exactly-once
+
+	// An exactly-once task replays up to replayTo (0: no replay), producing
+	// nothing, then gives its operators replayWM (txn.go).
+	replayTo int64
+	replayWM Watermark
+	replayed int
 
 	in   chan kafkaio.FetchPart
 	reqs chan *flushReq
@@ -65,6 +73,9 @@ func (t *task) open(ctx context.Context) error {
 func (t *task) close() {
 	for _, op := range t.ops {
 		op.Close()
+	}
+	if t.txn != nil {
+		t.txn.Close()
 	}
 }
 
@@ -127,6 +138,18 @@ func (t *task) try(ctx context.Context, f func() error) {
 		t.stalled = err
 		t.st.noteStall(t.p, err)
 	default:
+		if t.txn != nil {
+			// Nothing of the failed batch may become visible: abort now
+			// rather than leave readers waiting for the broker's timeout.
+			actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if aerr := t.txn.Abort(actx); aerr != nil {
+				t.env.Log.Warn("cannot abort the transaction; the broker aborts it on timeout", "partition", t.p, "err", aerr)
+			}
+			cancel()
+			if errors.Is(err, kafkaio.ErrFenced) {
+				err = fmt.Errorf("%w: another server with the same app id runs this stream now, so this one stopped it", err)
+			}
+		}
 		t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
 	}
 }
@@ -182,6 +205,46 @@ func (t *task) process(ctx context.Context, fp kafkaio.FetchPart) error {
 	for len(recs) > 0 && recs[0].Offset < t.part.Next { // already applied
 		recs = recs[1:]
 	}
+	if t.replaying() {
+		n := 0
+		for n < len(recs) && recs[n].Offset < t.replayTo {
+			n++
+		}
+		if n > 0 {
+			t.sw.discard = true
+			err := t.processRecs(ctx, recs[:n])
+			t.sw.discard = false
+			if err != nil {
+				return err
+			}
+			t.replayed += n
+			recs = recs[n:]
+		}
+		t.skipTo(min(fp.Next, t.replayTo))
+		if t.part.Next >= t.replayTo {
+			if err := t.finishReplay(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if err := t.processRecs(ctx, recs); err != nil {
+		return err
+	}
+	t.skipTo(fp.Next)
+	return nil
+}
+
+// skipTo moves the partition's position past records that carry no data
+// (a transaction's markers).
+func (t *task) skipTo(next int64) {
+	if next > t.part.Next {
+		t.part.Skip(next)
+		t.uncommitted = true
+	}
+}
+
+// processRecs pushes records of the partition through the chain.
+func (t *task) processRecs(ctx context.Context, recs []*kafkaio.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -276,6 +339,9 @@ func (t *task) watermark(flush bool) Watermark {
 // produced is acknowledged, then state, offset and watermark are written
 // in one Pebble batch, then the offset goes to the stage's consumer group.
 func (t *task) commit(ctx context.Context, flush bool) error {
+	if t.replaying() {
+		return nil // nothing is produced, or committed, before the state caught up
+	}
 	// Before anything changes: a commit that could not be written would
 	// leave the operators believing their state stored.
 	if err := t.st.deps.Store.CheckSpace(); err != nil {
@@ -306,6 +372,13 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := c.State.PutPartition(t.p, meta); err != nil {
 		return err
 	}
+	if t.txn != nil {
+		// Kafka first: a crash before Pebble's write is caught up by
+		// replay (txn.go); the other order would emit twice.
+		if err := t.commitTxn(ctx, wm); err != nil {
+			return err
+		}
+	}
 	if err := c.State.Commit(); err != nil {
 		return err
 	}
@@ -316,7 +389,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		t.stalled = nil
 		t.st.noteStall(t.p, nil)
 	}
-	if c.Offset != t.groupOff {
+	if t.txn == nil && c.Offset != t.groupOff {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := t.st.deps.Kafka.CommitOffsets(gctx, t.st.cfg.Group, t.st.cfg.Topic, map[int32]int64{t.p: c.Offset})
 		cancel()

@@ -197,9 +197,11 @@ func allLed(t kadm.TopicDetail) bool {
 	return true
 }
 
-// EndOffsets returns the log end offset of each partition of topic.
+// EndOffsets returns the end of each partition of topic as a
+// read_committed reader sees it: its last stable offset (before the first
+// record of a transaction still open; the log end when none is).
 func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	lo, err := k.adm.ListEndOffsets(ctx, topic)
+	lo, err := k.adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
@@ -282,6 +284,8 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // the end may be a transaction's marker
 	)...)
 	if err != nil {
 		return err
@@ -301,7 +305,9 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 			if !ok || r.Offset >= end {
 				return
 			}
-			byPart[r.Partition] = append(byPart[r.Partition], r)
+			if !r.Attrs.IsControl() {
+				byPart[r.Partition] = append(byPart[r.Partition], r)
+			}
 			if r.Offset+1 >= end {
 				delete(remaining, r.Partition)
 			}

@@ -21,8 +21,16 @@ type Consumer struct {
 // FetchPart is what one poll brought of one partition.
 type FetchPart struct {
 	Partition int32
-	Records   []*Record
-	// HighWatermark is the partition's log end offset as the fetch saw it.
+	// Records are the data records, in offset order: never a
+	// transaction's control record (its commit or abort marker), nor a
+	// record of an aborted transaction.
+	Records []*Record
+	// Next is the offset after the last record the fetch covered, control
+	// records included (0: none): a partition whose last record is a
+	// transaction marker is read to its end only past the marker.
+	Next int64
+	// HighWatermark is the partition's end as the fetch saw it: its last
+	// stable offset, the end of what a read_committed reader can read.
 	HighWatermark int64
 }
 
@@ -37,6 +45,14 @@ func (k *Client) NewConsumer(topic string, assign map[int32]int64, maxPoll int) 
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxPartitionBytes(8<<20),
+		// Every reader reads committed: an exactly-once stream's outputs,
+		// hop records and partials count once their transaction commits,
+		// and never when it aborts. Without transactions on a topic this
+		// reads exactly what read_uncommitted would.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records come through so the reader sees its position
+		// move past a transaction's marker (Next).
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer of %s: %w", topic, err)
@@ -59,7 +75,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
 	}
 	var out []FetchPart
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		out = append(out, FetchPart{Partition: fp.Partition, Records: fp.Records, HighWatermark: fp.HighWatermark})
+		out = append(out, splitControl(fp.FetchPartition))
 	})
 	return out, nil
 }
@@ -110,4 +126,30 @@ func (k *Client) GroupOffsets(ctx context.Context, group, topic string) (map[int
 		}
 	})
 	return out, nil
+}
+
+// splitControl takes the control records out of a fetched partition,
+// keeping where they end.
+func splitControl(fp kgo.FetchPartition) FetchPart {
+	out := FetchPart{Partition: fp.Partition, Records: fp.Records, HighWatermark: fp.LastStableOffset}
+	if out.HighWatermark < 0 {
+		out.HighWatermark = fp.HighWatermark // a broker that sent no LSO
+	}
+	if n := len(fp.Records); n > 0 {
+		out.Next = fp.Records[n-1].Offset + 1
+	}
+	for i, r := range fp.Records {
+		if r.Attrs.IsControl() {
+			data := make([]*Record, 0, len(fp.Records)-1)
+			data = append(data, fp.Records[:i]...)
+			for _, r := range fp.Records[i+1:] {
+				if !r.Attrs.IsControl() {
+					data = append(data, r)
+				}
+			}
+			out.Records = data
+			break
+		}
+	}
+	return out
 }

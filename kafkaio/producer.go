@@ -4,20 +4,23 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Pending produces records asynchronously on the shared producer and lets
 // its owner (one task) wait until every one of them is acknowledged: the
 // task's commit point.
 type Pending struct {
-	k   *Client
-	wg  sync.WaitGroup
+	cl      *kgo.Client // the shared producer, or a task's transactional one
+	aloneMu *sync.Mutex // one record at a time (produceAlone)
+	wg      sync.WaitGroup
 	mu  sync.Mutex
 	err error
 }
 
 // NewPending is an empty set of pending records.
-func (k *Client) NewPending() *Pending { return &Pending{k: k} }
+func (k *Client) NewPending() *Pending { return &Pending{cl: k.cl, aloneMu: &k.aloneMu} }
 
 // Produce sends rec; a failure is reported by the next Flush.
 func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, rec, nil) }
@@ -29,11 +32,11 @@ func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, r
 // its own: only one that is too large alone goes to tooLarge.
 func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Record)) {
 	p.wg.Add(1)
-	p.k.cl.Produce(ctx, rec, func(_ *Record, err error) {
+	p.cl.Produce(ctx, rec, func(_ *Record, err error) {
 		if err != nil && tooLarge != nil && IsTooLarge(err) {
 			go func() { // not on the producer's callback goroutine
 				defer p.wg.Done()
-				if err := p.k.produceAlone(ctx, rec); err != nil {
+				if err := p.produceAlone(ctx, rec); err != nil {
 					if IsTooLarge(err) {
 						tooLarge(rec) // before Done: what it produces is waited for too
 						return
@@ -60,11 +63,11 @@ func (p *Pending) setErr(rec *Record, err error) {
 
 // produceAlone sends rec in a batch of its own: retries of refused records
 // go one at a time, each waiting for its answer.
-func (k *Client) produceAlone(ctx context.Context, rec *Record) error {
-	k.aloneMu.Lock()
-	defer k.aloneMu.Unlock()
+func (p *Pending) produceAlone(ctx context.Context, rec *Record) error {
+	p.aloneMu.Lock()
+	defer p.aloneMu.Unlock()
 	r := &Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp}
-	return k.cl.ProduceSync(ctx, r).FirstErr()
+	return p.cl.ProduceSync(ctx, r).FirstErr()
 }
 
 // Flush waits for every record produced so far and returns the first

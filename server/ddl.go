@@ -177,9 +177,7 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 	def := &catalog.Stream{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
 	def.Options.Strategy = strings.ToLower(o.String("strategy", "auto"))
 	switch def.Options.Guarantee = strings.ToLower(o.String("processing_guarantee", "at_least_once")); def.Options.Guarantee {
-	case "at_least_once":
-	case "exactly_once":
-		return nil, nil, sql.Errorf(sql.CodeNotSupported, "processing_guarantee 'exactly_once' is not supported yet").WithPos(o["processing_guarantee"].Pos)
+	case "at_least_once", "exactly_once":
 	default:
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "processing_guarantee %q is not valid", def.Options.Guarantee).
 			WithPos(o["processing_guarantee"].Pos).WithHint("use 'at_least_once' or 'exactly_once'")

@@ -108,6 +108,8 @@ func (s *Server) commitEvery() time.Duration {
 // Server is a running TurbineSQL instance.
 type Server struct {
 	cfg     Config
+	// progressReady: the exactly-once progress topic exists.
+	progressReady atomic.Bool
 	dirLock *dirlock.Lock // this server's hold on cfg.DataDir
 	log     *slog.Logger
 	broker  *kafkaio.Embedded

@@ -55,6 +55,10 @@ type sharedHop struct {
 	// stats: the records the hop could not decode (skipped or
 	// dead-lettered) count for every stream behind it.
 	stats *dataflow.Stats
+	// cfg is the hop stage's; eos: it is exactly-once (some stream behind
+	// it is).
+	cfg dataflow.StageConfig
+	eos bool
 }
 
 // status is what SHOW STREAMS prints of a stream's health: running, or
@@ -108,6 +112,26 @@ func (s *Server) sizedLike(ctx context.Context, topic string) map[string]*string
 	return map[string]*string{"max.message.bytes": &v}
 }
 
+// exactlyOnce makes a stage exactly-once: the task of partition p
+// produces through the transactional producer named by the stage's
+// consumer group and p (turbine-{app}-{stream}-p for a stream's final
+// stage; the hop's topic, or the combine's, for theirs), stable across
+// restarts so that a restarted or second server fences the first.
+func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) error {
+	topic := "turbine-" + s.cfg.AppID + "-progress"
+	if !s.progressReady.Load() {
+		compact := "compact"
+		if _, err := s.kafka.EnsureTopic(ctx, topic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
+			return fmt.Errorf("progress topic %s: %w", topic, err)
+		}
+		s.progressReady.Store(true)
+	}
+	group := cfg.Group
+	cfg.TxnID = func(p int32) string { return group + "-" + strconv.Itoa(int(p)) }
+	cfg.ProgressTopic = topic
+	return nil
+}
+
 // groupName is the consumer group of a stream's final stage.
 func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
 
@@ -129,6 +153,10 @@ func (k runtimeKafka) NewConsumer(topic string, assign map[int32]int64, maxPoll 
 }
 
 func (k runtimeKafka) NewPending() dataflow.Pending { return k.Client.NewPending() }
+
+func (k runtimeKafka) NewTxnProducer(ctx context.Context, id string) (dataflow.TxnProducer, error) {
+	return k.Client.NewTxnProducer(ctx, id, dataflow.TxnTimeout)
+}
 
 // inputTime is the event-time column (-1: none), the watermark delay and
 // the idle timeout of a plan's input.
@@ -175,6 +203,12 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval, Reports: true,
 		OnResize: func() { s.restartAfterResize(def.Name) },
 	}
+	eos := def.Options.Guarantee == "exactly_once"
+	if eos {
+		if err := s.exactlyOnce(ctx, &final); err != nil {
+			return nil, err
+		}
+	}
 	tail := func() []dataflow.Op {
 		out := []dataflow.Op{}
 		if p.Aggregate {
@@ -206,7 +240,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	}
 	switch p.Strategy {
 	case planner.StrategyRepartition:
-		h, err := s.hopFor(ctx, p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep)
+		h, err := s.hopFor(ctx, p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
 		if err != nil {
 			return nil, err
 		}
@@ -232,6 +266,11 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb, EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond},
 				}
 			},
+		}
+		if eos {
+			if err := s.exactlyOnce(ctx, &pre); err != nil {
+				return nil, err
+			}
 		}
 		st, err := dataflow.StartStage(ctx, pre, deps)
 		if err != nil {
@@ -281,12 +320,17 @@ func (r *stream) stop(s *Server) {
 // first stream that needs it. nOut is the internal topic's partition count
 // (repartition_partitions, default the source's count); an existing topic
 // with another count is refused.
-func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string, nIn, nOut int, declared bool) (*sharedHop, error) {
+func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
 	topic := shuffle.RepartitionTopic(s.cfg.AppID, src.Topic, []string{column})
 	if h, ok := s.hops[topic]; ok {
 		if declared && h.outN != nOut {
 			return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q runs with %d partitions, not the %d requested", topic, h.outN, nOut).
 				WithHint("streams sharing a repartition hop share its topic: drop repartition_partitions or set it to %d", h.outN)
+		}
+		if eos && !h.eos {
+			if err := s.upgradeHop(ctx, h); err != nil {
+				return nil, err
+			}
 		}
 		h.refs++
 		return h, nil
@@ -320,13 +364,41 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 			}
 		},
 	}
+	if eos {
+		if err := s.exactlyOnce(ctx, &cfg); err != nil {
+			return nil, err
+		}
+	}
 	st, err := dataflow.StartStage(ctx, cfg, s.deps())
 	if err != nil {
 		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
 	}
-	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1, stats: stats}
+	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1, stats: stats, cfg: cfg, eos: eos}
 	s.hops[topic] = h
 	return h, nil
+}
+
+// upgradeHop restarts an at-least-once hop as exactly-once, for the
+// first exactly-once stream behind it: its copies then ride the hop's
+// transactions. (Readers drop a copy they applied already either way; the
+// transaction also keeps a crashed hop's copies out of read_committed
+// readers until they commit.)
+func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
+	cfg := h.cfg
+	if err := s.exactlyOnce(ctx, &cfg); err != nil {
+		return err
+	}
+	h.stage.Stop()
+	st, err := dataflow.StartStage(ctx, cfg, s.deps())
+	if err != nil {
+		// Back as it was: the streams already behind it keep running.
+		if old, rerr := dataflow.StartStage(ctx, h.cfg, s.deps()); rerr == nil {
+			h.stage = old
+		}
+		return fmt.Errorf("repartition hop %s, exactly-once: %w", h.topic, err)
+	}
+	h.stage, h.cfg, h.eos = st, cfg, true
+	return nil
 }
 
 // releaseHop drops one stream's use of the hop, stopping it after the last.

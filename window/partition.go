@@ -86,6 +86,16 @@ func (p *Partition) Read(next, maxTime int64, hasTime bool) {
 	p.idle, p.flushIdle = false, false
 }
 
+// Skip moves the position to next past records that carry no data (a
+// transaction's commit or abort marker): no data arrived, so neither the
+// event time nor idleness changes.
+func (p *Partition) Skip(next int64) {
+	p.Next = next
+	if next > p.End {
+		p.End = next
+	}
+}
+
 // Quiet reports whether the partition has had nothing new for its idle
 // timeout as far as it knows: the caller should then fetch its end offset
 // afresh and call ConfirmIdle.
