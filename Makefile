@@ -83,19 +83,33 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 
-# The crash/restart audit (ci/chaos): the server as a child process against
-# a broker in its own process, input produced throughout from outside, the
-# server SIGKILLed or stopped N times and restarted on its data dir, then
-# every pane of every (window kind x plan) audited against an independent
-# computation. Prints the seed; replay with go run ./ci/chaos -seed X ...
-# Not in .ci/run yet: today's runtime fails it (see the README).
-.PHONY: chaos chaos-short
+# The crash/restart audit (package audit, `turbinesql audit`): the server as
+# a child process against a broker in its own process, input produced
+# throughout from outside, the server SIGKILLed (or stopped) K times and
+# restarted on its data dir, then every pane of every (window kind x plan)
+# read read_committed and audited against an independent computation.
+# Prints the seed; replay with bin/turbinesql audit -seed X ... (the flags
+# it prints).
+#
+# chaos / chaos-short: at-least-once streams (a duplicated pane is counted,
+# a lost or wrong one fails), with broker restarts and a full disk too.
+.PHONY: chaos chaos-short audit soak
 chaos: build
-	$(GO) run ./ci/chaos -faults 15 -broker-restarts 1 -disk-full 1 -seconds 240 $(CHAOSFLAGS)
+	./bin/turbinesql audit -guarantee at_least_once -kills 15 -sigterm 0.25 -broker-restarts 1 -disk-full 1 -events 0 -seconds 240 -rate 400 $(CHAOSFLAGS)
 
-# Under three minutes, for CI once the runtime passes it.
 chaos-short: build
-	$(GO) run ./ci/chaos -faults 5 -disk-full 1 -seconds 60 $(CHAOSFLAGS)
+	./bin/turbinesql audit -guarantee at_least_once -kills 5 -sigterm 0.25 -disk-full 1 -events 0 -seconds 60 -rate 400 $(CHAOSFLAGS)
+
+# audit: exactly-once streams of every plan, 200k events, 10 SIGKILLs, and
+# any duplicated pane fails too (what .ci/run runs).
+audit: build
+	./bin/turbinesql audit -events 200000 -kills 10 $(CHAOSFLAGS)
+
+# soak: 1M events and 50 SIGKILLs under exactly-once, on the embedded
+# broker's own process and then on Apache Kafka (ci/kafka; needs java, mvn).
+soak: build
+	./bin/turbinesql audit -events 1000000 -kills 50 -broker-restarts 2 $(CHAOSFLAGS)
+	GO=$(GO) bash ci/kafka/soak.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -3,6 +3,7 @@
 //	turbinesql serve [flags]   run the engine (embedded Kafka unless --brokers)
 //	turbinesql size [flags]    recommend a partition count (SHOW SIZING, offline)
 //	turbinesql skew [flags]    check a key's load per partition on a topic (SHOW SKEW, offline)
+//	turbinesql audit [flags]   kill a server K times under load and audit every pane (exactly-once)
 //	turbinesql version
 package main
 
@@ -14,11 +15,15 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/turbinesql/turbinesql/bench/harness"
 )
 
 var version = "0.1.0-dev"
 
 func main() {
+	// The audit's broker runs as a child process of this binary.
+	harness.MaybeRunBroker()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 }
 
@@ -38,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) (string, b
 		return runTool("size", size, args[1:], stdout, stderr)
 	case "skew":
 		return runTool("skew", skew, args[1:], stdout, stderr)
+	case "audit":
+		return runAudit(args[1:])
 	case "version", "--version":
 		fmt.Fprintln(stdout, "turbinesql", version)
 	case "help", "-h", "--help", "-help":
@@ -57,6 +64,9 @@ commands:
   serve     run the engine (see turbinesql serve --help)
   size      recommend a partition count from peak rate, record size and consumers
   skew      check how a key spreads over a topic's partitions under murmur2
+  audit     SIGKILL a server K times while N events arrive, and audit every pane of its
+            exactly-once streams (local, repartition, combine) against an independent
+            computation (see turbinesql audit -h)
   version   print the version`)
 }
 

@@ -1,19 +1,20 @@
-// Command chaos is the crash/restart audit: it runs `turbinesql serve` as a
-// child process against a kfake broker in its own process, declares one
-// stream per (window kind × plan) — TUMBLE, HOP, SESSION, EMIT EVERY and
-// an upsert stream, each local and repartition, and TUMBLE combine —
+// Package audit is the crash/restart audit behind `turbinesql audit` and
+// `make chaos`: it runs `turbinesql serve` as a child process against a
+// Kafka broker (a kfake broker in its own process, or one it is given),
+// declares one stream per (window kind × plan) — TUMBLE, HOP, SESSION,
+// EMIT EVERY and an upsert stream, each local and repartition, and
+// TUMBLE, HOP and EMIT EVERY combine — under the guarantee asked for,
 // produces input continuously from outside, and meanwhile kills the server
-// N times at random moments (SIGKILL mostly, some clean SIGTERM stops;
-// optionally broker restarts), restarting it on the same data dir. At the
+// K times at random moments (SIGKILL mostly, optionally some clean SIGTERM
+// stops and broker restarts), restarting it on the same data dir. At the
 // end it closes every window, FLUSHes, reads every output topic from its
-// start, and audits every pane against an independent computation from
-// the produced rows: lost, wrong (last value of a (key, window) differs),
-// duplicated (allowed under at-least-once, counted), unexpected, and late
-// rows (the input makes none possible). It exits 1 if anything is lost,
-// wrong, unexpected or late, 2 if the harness itself failed.
-//
-//	go run ./ci/chaos -faults 15 -seconds 180 -seed 42
-package main
+// start (read_committed), and audits every pane against an independent
+// computation from the produced rows: lost, wrong (last value of a (key,
+// window) differs), duplicated (a failure under exactly-once, counted
+// under at-least-once), unexpected, and late rows (the input makes none
+// possible). Main returns 1 if anything is lost, wrong, unexpected, late or
+// (exactly-once) duplicated, 2 if the harness itself failed.
+package audit
 
 import (
 	"cmp"
@@ -38,6 +39,10 @@ type options struct {
 	bin                  string
 	faults, brokerFaults int
 	seconds              float64
+	events               int
+	extBrokers           string
+	guarantee            string
+	name                 string
 	diskFulls            int
 	seed                 uint64
 	rate                 int
@@ -48,37 +53,72 @@ type options struct {
 	flushTimeout         time.Duration
 }
 
-func main() {
-	harness.MaybeRunBroker()
+// Main runs the audit with the command line args (name names the command
+// in messages and its usage) and returns the exit code.
+func Main(name string, args []string, defaults Defaults) int {
 	var o options
-	flag.StringVar(&o.bin, "bin", "bin/turbinesql", "the turbinesql binary to run (make chaos builds it)")
-	flag.IntVar(&o.faults, "faults", 15, "server faults: SIGKILL or clean SIGTERM, each followed by a restart on the same data dir")
-	flag.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs")
-	flag.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
-	flag.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock); the faults fall within it")
-	flag.Uint64Var(&o.seed, "seed", 0, "seed of the input and the fault schedule (0: pick one and print it)")
-	flag.IntVar(&o.rate, "rate", 400, "input rows per second, over all source partitions")
-	flag.IntVar(&o.parts, "partitions", 4, "source partitions (must divide 960)")
-	flag.Float64Var(&o.termShare, "sigterm", 0.25, "share of server faults that are clean SIGTERM stops instead of SIGKILL")
-	flag.BoolVar(&o.finalRestart, "final-restart", true, "after the final FLUSH, stop cleanly, restart and FLUSH again before reading the outputs (a restart must change no result)")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (data, logs) even when the audit passes")
-	flag.BoolVar(&o.verbose, "v", false, "print every fault and example panes of every stream")
-	flag.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
-	flag.Parse()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&o.bin, "bin", defaults.Bin, "the turbinesql binary to run as the server")
+	fs.StringVar(&o.extBrokers, "brokers", "", "audit against this Kafka cluster (host:port,...); empty: start a kfake broker in its own process")
+	fs.StringVar(&o.guarantee, "guarantee", defaults.Guarantee, "processing_guarantee of the audited streams: exactly_once (a duplicated pane fails the audit) or at_least_once")
+	fs.IntVar(&o.faults, "kills", defaults.Kills, "server faults: SIGKILL (or a clean SIGTERM, see -sigterm), each followed by a restart on the same data dir")
+	fs.IntVar(&o.events, "events", defaults.Events, "input rows to produce (0: produce for -seconds); with -rate this sets how long the run takes")
+	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")
+	fs.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
+	fs.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock) when -events is 0; the faults fall within it")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the input and the fault schedule (0: pick one and print it)")
+	fs.IntVar(&o.rate, "rate", defaults.Rate, "input rows per second, over all source partitions")
+	fs.IntVar(&o.parts, "partitions", 4, "source partitions (must divide 960)")
+	fs.Float64Var(&o.termShare, "sigterm", defaults.TermShare, "share of server faults that are clean SIGTERM stops instead of SIGKILL")
+	fs.BoolVar(&o.finalRestart, "final-restart", true, "after the final FLUSH, stop cleanly, restart and FLUSH again before reading the outputs (a restart must change no result)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work dir (data, logs) even when the audit passes")
+	fs.BoolVar(&o.verbose, "v", false, "print every fault and example panes of every stream")
+	fs.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch o.guarantee {
+	case "exactly_once", "at_least_once":
+	default:
+		fmt.Fprintf(os.Stderr, "%s: -guarantee %q: use exactly_once or at_least_once\n", name, o.guarantee)
+		return 2
+	}
+	if o.extBrokers != "" && (o.brokerFaults > 0 || o.diskFulls > 0) {
+		fmt.Fprintf(os.Stderr, "%s: -broker-restarts and -disk-full need the broker the audit starts itself (drop -brokers)\n", name)
+		return 2
+	}
+	if o.rate <= 0 || o.parts <= 0 || o.events < 0 {
+		fmt.Fprintf(os.Stderr, "%s: -rate and -partitions must be positive, -events not negative\n", name)
+		return 2
+	}
+	if o.events > 0 {
+		o.seconds = float64(o.events) / float64(o.rate)
+	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
 	}
+	o.name = name
 	code, err := run(o)
 	var ef engineFailure
 	switch {
 	case errors.As(err, &ef):
-		fmt.Println("chaos: FAILED:", err)
+		fmt.Printf("%s: FAILED: %v\n", name, err)
 		code = 1
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "chaos:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		code = 2
 	}
-	os.Exit(code)
+	return code
+}
+
+// Defaults are the flag defaults of the command running the audit.
+type Defaults struct {
+	Bin       string
+	Guarantee string
+	Kills     int
+	Events    int
+	Rate      int
+	TermShare float64
 }
 
 // engineFailure is an error of the server, not of the harness: it could
@@ -96,6 +136,7 @@ type chaos struct {
 	brokers string
 	stopBrk func()
 	work    string
+	prefix  string // of every topic name
 
 	mu        sync.Mutex
 	cur       *server
@@ -131,9 +172,9 @@ func run(o options) (int, error) {
 	}
 	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
 		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
-	fmt.Printf("chaos: seed %d (replay: go run ./ci/chaos -seed %d -faults %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d)\n",
-		o.seed, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts)
-	fmt.Printf("chaos: work dir %s\n", work)
+	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s)\n",
+		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee)
+	fmt.Printf("%s: work dir %s\n", o.name, work)
 	code, err := c.main(ctx, bin)
 	if c.stopBrk != nil {
 		c.stopBrk()
@@ -141,7 +182,7 @@ func run(o options) (int, error) {
 	if code == 0 && err == nil && !o.keep {
 		os.RemoveAll(work)
 	} else {
-		fmt.Printf("chaos: kept %s (server.log: the server's log across runs)\n", work)
+		fmt.Printf("%s: kept %s (server.log: the server's log across runs)\n", o.name, work)
 	}
 	return code, err
 }
@@ -150,11 +191,18 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	o := c.o
 	var err error
 	brokerDir := filepath.Join(c.work, "broker")
-	c.brokers, c.stopBrk, err = harness.StartBrokerAt("127.0.0.1:0", brokerDir)
-	if err != nil {
+	if o.extBrokers != "" {
+		c.brokers = o.extBrokers
+	} else if c.brokers, c.stopBrk, err = harness.StartBrokerAt("127.0.0.1:0", brokerDir); err != nil {
 		return 0, err
 	}
-	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log")}
+	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos"}
+	if o.extBrokers != "" {
+		// A cluster given to the audit may hold earlier runs' topics: this
+		// run's topics and app id (its catalog topic) are its own.
+		c.prefix = fmt.Sprintf("audit%d-", o.seed)
+		c.cfg.appID = fmt.Sprintf("audit%d", o.seed)
+	}
 	if o.diskFulls > 0 {
 		if err := mountDisk(c.cfg.dataDir); err != nil {
 			return 0, err
@@ -172,7 +220,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	if err := c.restart(ctx); err != nil {
 		return 0, err
 	}
-	streams := specs()
+	streams := specs(c.prefix, o.guarantee)
 	if err := c.declare(ctx, streams); err != nil {
 		return 0, err
 	}
@@ -184,26 +232,35 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	}
 	defer cl.Close()
 	w := &workload{parts: o.parts, keys: newKeys(o.parts), rng: rand.New(rand.NewPCG(o.seed, 2))}
-	prod := &producer{cl: cl, topic: "ev", w: w}
+	prod := &producer{cl: cl, topic: c.prefix + "ev", w: w}
 	c.prod = prod
 	interval := time.Duration(float64(time.Second) * float64(rowsPerPart*o.parts) / float64(o.rate))
 	pctx, stopProducing := context.WithCancel(ctx)
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(pctx, interval) }()
+	go func() { prodErr <- prod.run(pctx, interval, o.events) }()
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	polled := make(chan struct{})
 	go func() { c.poll(pollCtx); close(polled) }()
 
-	if err := c.faults(ctx, prodErr); err != nil {
+	finished, err := c.faults(ctx, prodErr)
+	if err != nil {
 		stopProducing()
 		stopPolling()
 		return 0, err
 	}
-	stopProducing()
-	if err := <-prodErr; err != nil {
-		stopPolling()
-		return 0, err
+	if !finished {
+		if o.events == 0 {
+			stopProducing()
+		} else {
+			c.logf("waiting for the producer to write its %d rows", o.events)
+		}
+		if err := <-prodErr; err != nil {
+			stopProducing()
+			stopPolling()
+			return 0, err
+		}
 	}
+	stopProducing()
 	_, ticks := prod.produced()
 	if err := prod.send(ctx, w.final(ticks)); err != nil {
 		stopPolling()
@@ -269,10 +326,10 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		failed = true
 	}
 	if failed {
-		fmt.Println("\nchaos: FAILED (lost, wrong, unexpected or late panes, a stream not running, or an unplanned exit)")
+		fmt.Printf("\n%s: FAILED (lost, wrong, unexpected or late panes, duplicated ones under exactly-once, a stream not running, or an unplanned exit)\n", c.o.name)
 		return 1, nil
 	}
-	fmt.Println("\nchaos: ok")
+	fmt.Printf("\n%s: ok\n", c.o.name)
 	return 0, nil
 }
 
@@ -283,7 +340,7 @@ func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	stmts := []string{fmt.Sprintf(sourceSQL, delayMs, c.o.parts, idleTimeout)}
+	stmts := []string{fmt.Sprintf(sourceSQL, delayMs, c.prefix, c.o.parts, idleTimeout)}
 	for _, s := range streams {
 		stmts = append(stmts, s.sql())
 	}
@@ -298,7 +355,7 @@ func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
 // faults spreads the server faults and broker restarts at random moments
 // of the production time and carries them out, restarting the server
 // after each at once or after a short gap (far below idle_timeout).
-func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
+func (c *chaos) faults(ctx context.Context, prodErr chan error) (finished bool, err error) {
 	type event struct {
 		at           time.Duration
 		broker, disk bool
@@ -318,28 +375,28 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 		for time.Since(c.start) < ev.at || time.Now().Before(minUp) {
 			select {
 			case err := <-prodErr:
-				if err == nil {
-					err = errors.New("producer stopped")
+				if err != nil || c.o.events == 0 {
+					return false, cmp.Or(err, errors.New("producer stopped"))
 				}
-				return err
+				finished, prodErr = true, nil // wrote its rows; the faults go on
 			case <-time.After(100 * time.Millisecond):
 			}
 			if err := c.ensureUp(ctx); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if i == len(evs)-1 {
-			return nil
+			return finished, nil
 		}
 		if ev.broker {
 			if err := c.restartBroker(); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		if ev.disk {
 			if err := c.fillDisk(ctx); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
@@ -348,7 +405,7 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 			sig = syscall.SIGTERM
 		}
 		if err := c.fault(ctx, sig); err != nil {
-			return err
+			return false, err
 		}
 		if sig == syscall.SIGKILL {
 			c.killed++
@@ -356,7 +413,7 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) error {
 			c.termed++
 		}
 	}
-	return nil
+	return finished, nil
 }
 
 // fault stops the server with sig and restarts it, after a gap of up to

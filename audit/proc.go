@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ type server struct {
 }
 
 type serverConfig struct {
-	bin, brokers, dataDir, logPath string
+	bin, brokers, dataDir, logPath, appID string
 }
 
 // startServer starts the server and waits until it prints its pgwire
@@ -37,7 +37,7 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	}
 	fmt.Fprintf(logf, "=== chaos: server run %d starts at %s\n", run, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, "serve", "--brokers", c.brokers, "--data-dir", c.dataDir,
-		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", "chaos")
+		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", c.appID)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"math/rand/v2"
@@ -106,6 +106,20 @@ func TestAuditCounts(t *testing.T) {
 	if !clean.failed() {
 		t.Error("a stream that is not running must fail the audit")
 	}
+	// A duplicated pane is counted under at-least-once, and fails
+	// exactly-once.
+	dupGot := []pane{got[1], got[1]}
+	al := audit(s, dupGot, map[paneID]value{id("ok"): {2, 3}})
+	al.status = "running"
+	if al.dup != 1 || al.failed() {
+		t.Errorf("at-least-once duplicate: %+v", al)
+	}
+	s.guarantee = "exactly_once"
+	eo := audit(s, dupGot, map[paneID]value{id("ok"): {2, 3}})
+	eo.status = "running"
+	if eo.dup != 1 || !eo.failed() {
+		t.Errorf("exactly-once duplicate must fail: %+v", eo)
+	}
 	// An upsert stream repeats a key at every commit: not duplicates.
 	u := audit(streamSpec{kind: upsert}, []pane{{id: paneID{key: "k"}, v: value{1, 1}, final: true}, {id: paneID{key: "k"}, v: value{2, 2}, final: true}},
 		map[paneID]value{{key: "k"}: {2, 2}})
@@ -179,10 +193,11 @@ func TestInputCannotBeLate(t *testing.T) {
 
 func TestSpecs(t *testing.T) {
 	got := map[string]bool{}
-	for _, s := range specs() {
+	for _, s := range specs("p-", "exactly_once") {
 		got[s.name] = true
 		q := s.sql()
-		if !strings.Contains(q, "strategy = '"+string(s.plan)+"'") || !strings.Contains(q, "GROUP BY "+s.keyCol()) {
+		if !strings.Contains(q, "strategy = '"+string(s.plan)+"'") || !strings.Contains(q, "GROUP BY "+s.keyCol()) ||
+			!strings.Contains(q, "processing_guarantee = 'exactly_once'") || !strings.Contains(q, "topic = 'p-out_") {
 			t.Errorf("%s: %s", s.name, q)
 		}
 		if s.plan == combine && (s.kind == session || s.kind == upsert || s.lateTopic() != "") {

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"fmt"
@@ -30,6 +30,11 @@ type streamSpec struct {
 	name string
 	kind kind
 	plan plan
+	// prefix starts every topic name of the run (empty on the audit's own
+	// broker; a run-unique one on a cluster given to it).
+	prefix string
+	// guarantee is the stream's processing_guarantee.
+	guarantee string
 }
 
 // keyCol is the GROUP BY column: the partition key for a local plan.
@@ -40,7 +45,7 @@ func (s streamSpec) keyCol() string {
 	return "user_id"
 }
 
-func (s streamSpec) topic() string { return "out_" + s.name }
+func (s streamSpec) topic() string { return s.prefix + "out_" + s.name }
 
 // lateTopic is where the stream writes late rows ("" when it cannot:
 // combine refuses late_data_topic; upsert streams have no late rows). The
@@ -49,13 +54,13 @@ func (s streamSpec) lateTopic() string {
 	if s.plan == combine || s.kind == upsert {
 		return ""
 	}
-	return "late_" + s.name
+	return s.prefix + "late_" + s.name
 }
 
 // specs lists every (window kind × plan) the engine allows: combine takes
 // TUMBLE and HOP windows, with or without EMIT EVERY, and no SESSION or
 // upsert.
-func specs() []streamSpec {
+func specs(prefix, guarantee string) []streamSpec {
 	var out []streamSpec
 	for _, p := range []plan{local, repartition, combine} {
 		for _, k := range []kind{tumble, hop, session, emit, upsert} {
@@ -63,7 +68,7 @@ func specs() []streamSpec {
 				continue
 			}
 			name := strings.ToLower(strings.Fields(string(k))[0]) + "_" + string(p)
-			out = append(out, streamSpec{name: name, kind: k, plan: p})
+			out = append(out, streamSpec{name: name, kind: k, plan: p, prefix: prefix, guarantee: guarantee})
 		}
 	}
 	return out
@@ -71,11 +76,11 @@ func specs() []streamSpec {
 
 const sourceSQL = `CREATE SOURCE ev (tenant TEXT, user_id TEXT, v BIGINT, ts TIMESTAMP,
   WATERMARK FOR ts AS ts - INTERVAL '%d' MILLISECOND)
-  WITH (topic = 'ev', partitions = %d, partition_key = 'tenant', idle_timeout = INTERVAL '%s' SECOND)`
+  WITH (topic = '%sev', partitions = %d, partition_key = 'tenant', idle_timeout = INTERVAL '%s' SECOND)`
 
 func (s streamSpec) sql() string {
 	k := s.keyCol()
-	with := fmt.Sprintf("topic = '%s', message_key = '%s', strategy = '%s'", s.topic(), k, s.plan)
+	with := fmt.Sprintf("topic = '%s', message_key = '%s', strategy = '%s', processing_guarantee = '%s'", s.topic(), k, s.plan, s.guarantee)
 	if lt := s.lateTopic(); lt != "" {
 		with += fmt.Sprintf(", late_data_topic = '%s'", lt)
 	}
