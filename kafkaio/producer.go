@@ -15,8 +15,8 @@ type Pending struct {
 	cl      *kgo.Client // the shared producer, or a task's transactional one
 	aloneMu *sync.Mutex // one record at a time (produceAlone)
 	wg      sync.WaitGroup
-	mu  sync.Mutex
-	err error
+	mu      sync.Mutex
+	err     error
 }
 
 // NewPending is an empty set of pending records.

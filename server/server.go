@@ -107,21 +107,21 @@ func (s *Server) commitEvery() time.Duration {
 
 // Server is a running TurbineSQL instance.
 type Server struct {
-	cfg     Config
+	cfg Config
 	// progressReady: the exactly-once progress topic exists.
 	progressReady atomic.Bool
-	dirLock *dirlock.Lock // this server's hold on cfg.DataDir
-	log     *slog.Logger
-	broker  *kafkaio.Embedded
-	kafka   *kafkaio.Client
-	store   *state.Store
-	cat     *catalog.Catalog
-	reg     *prometheus.Registry
-	metrics *dataflow.Metrics
-	pg      *pgwire.Server
-	pgLn    net.Listener
-	http    *http.Server
-	httpLn  net.Listener
+	dirLock       *dirlock.Lock // this server's hold on cfg.DataDir
+	log           *slog.Logger
+	broker        *kafkaio.Embedded
+	kafka         *kafkaio.Client
+	store         *state.Store
+	cat           *catalog.Catalog
+	reg           *prometheus.Registry
+	metrics       *dataflow.Metrics
+	pg            *pgwire.Server
+	pgLn          net.Listener
+	http          *http.Server
+	httpLn        net.Listener
 
 	mu      sync.Mutex // guards streams, hops and DDL
 	streams map[string]*stream
