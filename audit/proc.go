@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +27,13 @@ type server struct {
 
 type serverConfig struct {
 	bin, brokers, dataDir, logPath, appID string
+	// crashAfterTxn is TURBINESQL_CRASH_AFTER_TXN for the server (0: unset).
+	crashAfterTxn float64
 }
+
+// crashAfterTxnExit is the exit code of a crash the server injected
+// itself (TURBINESQL_CRASH_AFTER_TXN): a planned fault.
+const crashAfterTxnExit = 77
 
 // startServer starts the server and waits until it prints its pgwire
 // address (state recovered, streams started) and answers a query.
@@ -39,6 +46,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	cmd := exec.Command(c.bin, "serve", "--brokers", c.brokers, "--data-dir", c.dataDir,
 		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", c.appID)
 	cmd.Stderr = logf
+	if c.crashAfterTxn > 0 {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("TURBINESQL_CRASH_AFTER_TXN=%g", c.crashAfterTxn))
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		logf.Close()
@@ -84,7 +94,7 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	select {
 	case <-ready:
 	case <-s.exited:
-		return nil, fmt.Errorf("server exited before serving: %v (log: %s)", s.err, c.logPath)
+		return nil, fmt.Errorf("server exited before serving: %w (log: %s)", s.err, c.logPath)
 	case <-time.After(2 * time.Minute):
 		s.stop(syscall.SIGKILL, 0)
 		return nil, fmt.Errorf("server printed no pgwire address within 2 minutes (log: %s)", c.logPath)
@@ -124,6 +134,26 @@ func (s *server) stop(sig syscall.Signal, grace time.Duration) error {
 		<-s.exited
 		return fmt.Errorf("clean stop took longer than %s: killed", grace)
 	}
+}
+
+// injectedCrash reports whether the process exited by a crash it
+// injected itself.
+func (s *server) injectedCrash() bool { return isInjectedCrash(s.err) }
+
+// waitInjectedCrash reports whether the process exited by a crash it
+// injected (waiting a moment for an exit in progress to be seen).
+func (s *server) waitInjectedCrash() bool {
+	select {
+	case <-s.exited:
+		return s.injectedCrash()
+	case <-time.After(2 * time.Second):
+		return false
+	}
+}
+
+func isInjectedCrash(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == crashAfterTxnExit
 }
 
 // alive reports whether the process is still running.

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ type options struct {
 	bin                  string
 	faults, brokerFaults int
 	seconds              float64
+	crashAfterTxn        float64
 	events               int
 	extBrokers           string
 	guarantee            string
@@ -63,6 +65,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.StringVar(&o.guarantee, "guarantee", defaults.Guarantee, "processing_guarantee of the audited streams: exactly_once (a duplicated pane fails the audit) or at_least_once")
 	fs.IntVar(&o.faults, "kills", defaults.Kills, "server faults: SIGKILL (or a clean SIGTERM, see -sigterm), each followed by a restart on the same data dir")
 	fs.IntVar(&o.events, "events", defaults.Events, "input rows to produce (0: produce for -seconds); with -rate this sets how long the run takes")
+	fs.Float64Var(&o.crashAfterTxn, "crash-after-txn", defaults.CrashAfterTxn, "exactly-once only: probability, per task commit, that the server crashes itself between the transaction's commit and the state's write (the narrowest window; TURBINESQL_CRASH_AFTER_TXN)")
 	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")
 	fs.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
 	fs.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock) when -events is 0; the faults fall within it")
@@ -119,6 +122,8 @@ type Defaults struct {
 	Events    int
 	Rate      int
 	TermShare float64
+	// CrashAfterTxn is -crash-after-txn's default.
+	CrashAfterTxn float64
 }
 
 // engineFailure is an error of the server, not of the harness: it could
@@ -146,6 +151,7 @@ type chaos struct {
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts, diskFulls int
+	windowCrashes                             int // injected between a transaction's commit and the state write
 	prod                                      *producer
 }
 
@@ -223,6 +229,11 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	streams := specs(c.prefix, o.guarantee)
 	if err := c.declare(ctx, streams); err != nil {
 		return 0, err
+	}
+	if o.guarantee == "exactly_once" {
+		// From the first restart on: a crash while the streams are being
+		// declared would fail the declaring, not audit anything.
+		c.cfg.crashAfterTxn = o.crashAfterTxn
 	}
 	c.logf("broker %s (own process), server %s, %d streams", c.brokers, c.cur.pgAddr, len(streams))
 
@@ -306,11 +317,16 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	}
 	c.logf("read and audited %d streams", len(vs))
 	faults := c.killed + c.termed + c.brokerRestarts + c.diskFulls
-	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts, %d disk full", c.killed, c.termed, c.brokerRestarts, c.diskFulls)
+	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts, %d disk full, %d crashes between a transaction's commit and its state write",
+		c.killed, c.termed, c.brokerRestarts, c.diskFulls, c.windowCrashes)
 	if o.finalRestart {
 		fmt.Print(" (plus the final clean restart)")
 	}
-	fmt.Printf("; %d input rows; seed %d\n\n", len(rows), o.seed)
+	fmt.Printf("; %d input rows; seed %d\n", len(rows), o.seed)
+	if o.guarantee == "exactly_once" {
+		fmt.Printf("recoveries that replayed a committed transaction into state (server log): %d\n", countInLog(c.cfg.logPath, "recovering: the last transaction committed past the state"))
+	}
+	fmt.Println()
 	printTable(os.Stdout, vs, faults)
 	failed := false
 	for _, v := range vs {
@@ -463,6 +479,16 @@ func (c *chaos) restart(ctx context.Context) error {
 	run := c.run
 	c.mu.Unlock()
 	s, err := startServer(ctx, c.cfg, run)
+	for tries := 0; err != nil && isInjectedCrash(err) && tries < 100; tries++ {
+		// It crashed itself while starting (a due window's close, say):
+		// a planned fault too.
+		c.mu.Lock()
+		c.windowCrashes++
+		c.run++
+		run = c.run
+		c.mu.Unlock()
+		s, err = startServer(ctx, c.cfg, run)
+	}
 	if err != nil {
 		return engineFailure{fmt.Errorf("server run %d: %w", run, err)}
 	}
@@ -480,6 +506,15 @@ func (c *chaos) ensureUp(ctx context.Context) error {
 	c.mu.Unlock()
 	if s != nil && s.alive() {
 		return nil
+	}
+	if s.injectedCrash() {
+		c.mu.Lock()
+		c.windowCrashes++
+		c.mu.Unlock()
+		if c.o.verbose {
+			c.logf("server run %d crashed between a transaction's commit and its state write (injected); restarting", run)
+		}
+		return c.restart(ctx)
 	}
 	c.mu.Lock()
 	c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v (see server.log)", run, s.err))
@@ -511,6 +546,21 @@ func (c *chaos) restartBroker() error {
 
 // flush runs FLUSH on the current server.
 func (c *chaos) flush(ctx context.Context) error {
+	for {
+		err := c.flushOnce(ctx)
+		if err == nil || !c.cur.waitInjectedCrash() {
+			return err
+		}
+		// The server crashed itself during the FLUSH: a planned fault.
+		// The next run injects no more, so the audit can finish.
+		c.cfg.crashAfterTxn = 0
+		if err := c.ensureUp(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *chaos) flushOnce(ctx context.Context) error {
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, c.o.flushTimeout)
 	defer cancel()
@@ -635,4 +685,13 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 	v.status = c.status[s.name]
 	c.mu.Unlock()
 	return v, nil
+}
+
+// countInLog counts the lines of the server's log holding what.
+func countInLog(path, what string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(b), what)
 }

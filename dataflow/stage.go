@@ -57,6 +57,10 @@ type Deps struct {
 	Metrics *Metrics
 	Now     func() time.Time
 	Log     *slog.Logger
+	// AfterTxn, when set, runs between an exactly-once task's transaction
+	// commit and its state write: the narrowest crash window, where the
+	// audit injects its crashes (TURBINESQL_CRASH_AFTER_TXN).
+	AfterTxn func()
 }
 
 // StageConfig describes one stage: the topic it reads, a task per

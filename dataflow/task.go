@@ -378,6 +378,9 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		if err := t.commitTxn(ctx, wm); err != nil {
 			return err
 		}
+		if h := t.st.deps.AfterTxn; h != nil {
+			h()
+		}
 	}
 	if err := c.State.Commit(); err != nil {
 		return err

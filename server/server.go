@@ -44,6 +44,9 @@ type Config struct {
 	Kafka  kafkaio.Conn
 	AppID  string
 	Logger *slog.Logger
+	// AfterTxn is the runtime's fault-injection point between an
+	// exactly-once commit's transaction and its state write (nil: none).
+	AfterTxn func()
 	// Auth is how pgwire clients log in: AuthTrust (the default, any user
 	// without a password) or AuthSCRAM (SCRAM-SHA-256 against the users
 	// kept in the catalog).

@@ -142,7 +142,7 @@ func combineTopic(app, topic, windowName string) string {
 }
 
 func (s *Server) deps() dataflow.Deps {
-	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log}
+	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log, AfterTxn: s.cfg.AfterTxn}
 }
 
 // runtimeKafka gives the runtime the Kafka client through its interfaces.

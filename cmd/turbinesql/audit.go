@@ -14,6 +14,6 @@ func runAudit(args []string) int {
 		self = "turbinesql"
 	}
 	return audit.Main("turbinesql audit", args, audit.Defaults{
-		Bin: self, Guarantee: "exactly_once", Kills: 10, Events: 200_000, Rate: 4000, TermShare: 0,
+		Bin: self, Guarantee: "exactly_once", Kills: 10, Events: 200_000, Rate: 4000, TermShare: 0, CrashAfterTxn: 0.0005,
 	})
 }

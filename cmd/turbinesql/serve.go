@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -170,8 +172,13 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		return cfg, err
 	}
 	allow, _ := getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS")
+	afterTxn, err := crashAfterTxn(getenv)
+	if err != nil {
+		return cfg, err
+	}
 	cfg = server.Config{
-		DataDir: f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
+		AfterTxn: afterTxn,
+		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
 		StatementTimeout: time.Duration(f.statementTimeout),
 		AllowNonDivisor:  allow == "1",
@@ -234,4 +241,30 @@ func secret(src config.Sources, getenv func(string) (string, bool), fileKey, pat
 		return "", fmt.Errorf("%s (from %s): %s is empty", fileKey, fileFrom, path)
 	}
 	return s, nil
+}
+
+// CrashAfterTxnExit is the exit code of a crash injected by
+// TURBINESQL_CRASH_AFTER_TXN, so the audit tells it from a real failure.
+const CrashAfterTxnExit = 77
+
+// crashAfterTxn reads TURBINESQL_CRASH_AFTER_TXN, a probability: after
+// each exactly-once transaction commits, and before the state is
+// written, the process exits at once with that probability (no deferred
+// cleanup, as a SIGKILL). It is how the audit proves that a crash in that
+// window emits nothing twice. Unset: never.
+func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
+	v, ok := getenv("TURBINESQL_CRASH_AFTER_TXN")
+	if !ok || v == "" {
+		return nil, nil
+	}
+	p, err := strconv.ParseFloat(v, 64)
+	if err != nil || p < 0 || p > 1 {
+		return nil, fmt.Errorf("TURBINESQL_CRASH_AFTER_TXN=%q: want a probability between 0 and 1", v)
+	}
+	return func() {
+		if rand.Float64() < p {
+			fmt.Fprintln(os.Stderr, "TURBINESQL_CRASH_AFTER_TXN: exiting between a transaction's commit and the state's write")
+			os.Exit(CrashAfterTxnExit)
+		}
+	}, nil
 }
