@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/pgcat"
@@ -163,6 +164,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 			return nil, err
 		}
 		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
+		lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
 	case *sql.Select:
 		// A server-side EXPLAIN (no session): the default user and database.
 		return (&session{srv: s, user: "turbine", database: "turbine"}).explainQuery(context.Background(), inner, text)
@@ -174,6 +176,37 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		res.Rows = append(res.Rows, []any{l})
 	}
 	return res, nil
+}
+
+// deliveryLines tell which processing guarantee a stream needs (the
+// seed's aggregate sensitivity): per aggregate, how a duplicated input
+// row (what an at-least-once replay after a crash can feed) moves it, and
+// a recommendation.
+func deliveryLines(p *planner.Plan, guarantee string) []string {
+	out := []string{"Guarantee: " + guarantee}
+	worst, worstText := agg.Unaffected, ""
+	if p.Aggregate && len(p.Aggs) > 0 {
+		out = append(out, "Duplicate sensitivity:")
+		for _, c := range p.Aggs {
+			sv := agg.SensitivityOf(c.Spec)
+			out = append(out, fmt.Sprintf("   %s: %s (%s)", c.Text, sv, sv.Why()))
+			if sv > worst || worstText == "" {
+				worst, worstText = max(worst, sv), c.Text
+			}
+		}
+	}
+	var rec string
+	switch {
+	case !p.Aggregate:
+		rec = "at_least_once if the readers of the output dedupe (a replay after a crash repeats rows), else exactly_once"
+	case worst == agg.Biased:
+		rec = fmt.Sprintf("exactly_once: %s is directly biased, so every row replayed after a crash goes into the answer", worstText)
+	case worst == agg.Attenuated:
+		rec = fmt.Sprintf("at_least_once when windows hold many rows (%s moves by duplicates over rows); exactly_once for small windows", worstText)
+	default:
+		rec = "at_least_once: no aggregate moves on a duplicated row (a pane written twice after a crash carries the same value; dedupe on (window, key))"
+	}
+	return append(out, "Recommendation: "+rec)
 }
 
 // explainPlan prints the plan as a tree, sink first, each node indented
