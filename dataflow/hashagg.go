@@ -271,11 +271,25 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if recovered > 0 {
+		switch {
+		case wm.Replay && len(closed) > 0:
+			// An exactly-once task catching up with a transaction that
+			// committed these windows' panes before a crash: retired, and
+			// what OnWatermark returns is dropped.
+			h.env.Metrics.RecoveredTimers.WithLabelValues(h.env.Name).Add(float64(len(closed)))
+			h.env.Log.Info("retired windows already due at recovery: their panes were committed before the crash, so they are not emitted again (exactly-once: no duplicate can result)",
+				"partition", h.env.Partition, "windows", len(closed))
+		case recovered > 0 && h.env.ExactlyOnce:
+			h.env.Metrics.RecoveredTimers.WithLabelValues(h.env.Name).Add(float64(recovered))
+			h.env.Log.Info("closing windows already due at start: no transaction committed their panes, so they are written now, once (exactly-once)",
+				"partition", h.env.Partition, "windows", recovered)
+		case recovered > 0:
 			// Windows the watermark at the last commit had already passed:
 			// their timers came due while the stream was down.
 			h.env.Metrics.RecoveredTimers.WithLabelValues(h.env.Name).Add(float64(recovered))
-			h.env.Log.Info("closed windows already due at start", "partition", h.env.Partition, "windows", recovered)
+			h.env.Log.Warn("closing windows already due at start: if the process died after writing their panes but before recording the close, "+
+				"these panes are written a second time (at-least-once; each carries the same value): dedupe downstream on (window, key), or use processing_guarantee = 'exactly_once'",
+				"partition", h.env.Partition, "windows", recovered)
 		}
 		for _, b := range closed {
 			out.add(&Batch{Partition: h.env.Partition, Data: b, Final: true})

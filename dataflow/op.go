@@ -154,6 +154,8 @@ type Env struct {
 	Stats    *Stats
 	Now      func() time.Time
 	Log      Logger
+	// ExactlyOnce: the task commits in transactions (txn.go).
+	ExactlyOnce bool
 }
 
 // Groups lists the key groups the task owns.

@@ -168,7 +168,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		}
 		t.sw = &switchOut{Producer: t.out}
 		t.env = &Env{Name: cfg.Name, State: cfg.State, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
-			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log}
+			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log, ExactlyOnce: t.txn != nil}
 		if err := t.open(ctx); err != nil {
 			t.close()
 			for _, o := range s.tasks {
