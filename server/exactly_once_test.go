@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestExactlyOnceCatchesUpAfterStateLag puts every stage of a stream in
@@ -119,5 +121,152 @@ func TestExactlyOnceCatchesUpAfterStateLag(t *testing.T) {
 	}
 	if got := panes("alo"); !slices.Equal(got, []string{"a 00:00:00 2", "a 00:00:00 2", "a 00:00:10 2"}) {
 		t.Errorf("alo (at-least-once) from the same state: panes %v, want the first written twice", got)
+	}
+}
+
+// readOutput reads every record of topic with the isolation level given:
+// read_committed sees what committed transactions wrote, read_uncommitted
+// also what aborted ones did.
+func readOutput(ctx context.Context, t *testing.T, brokers []string, topic string, committed bool) []string {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200 * time.Millisecond)}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []string
+	deadline := time.Now().Add(3 * time.Second) // long enough for every fetch to come back
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+	}
+	return out
+}
+
+// TestExactlyOnceAbortsOnError: a record that cannot be decoded fails an
+// exactly-once stream (on_error 'fail') in the middle of a transaction
+// that already holds the output of an earlier record. The transaction is
+// aborted: a read_committed reader sees nothing, a read_uncommitted one
+// sees the aborted record, and no offset moved.
+func TestExactlyOnceAbortsOnError(t *testing.T) {
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A long commit interval keeps the first record's output in the open
+	// transaction when the bad record arrives.
+	srv := startTestServer(t, t.TempDir(), func(c *Config) { c.CommitInterval = 20 * time.Second })
+	defer srv.Close()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE raw (k TEXT, x TEXT) WITH (topic = 'mixed', partitions = 1, partition_key = 'k')`,
+		`CREATE SOURCE strict_src (k TEXT, x BIGINT) WITH (topic = 'mixed', partition_key = 'k')`,
+		`CREATE STREAM doubled WITH (processing_guarantee = 'exactly_once') AS SELECT k, x * 2 AS y FROM strict_src`,
+		`INSERT INTO strict_src VALUES ('a', 21)`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	brokers := srv.KafkaAddrs()
+	waitFor(t, 10*time.Second, "the first record's output, uncommitted", func() bool {
+		return len(readOutput(ctx, t, brokers, "doubled", false)) == 1
+	})
+	if _, err := conn.Exec(ctx, `INSERT INTO raw VALUES ('a', 'oops')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the stream to fail", func() bool {
+		st, _ := streamStatus(ctx, t, conn, "doubled")
+		return st == "failed"
+	})
+	if got := readOutput(ctx, t, brokers, "doubled", true); len(got) != 0 {
+		t.Errorf("read_committed sees %v: the aborted transaction's output became visible", got)
+	}
+	if got := readOutput(ctx, t, brokers, "doubled", false); len(got) != 1 || got[0] != `{"k":"a","y":42}` {
+		t.Errorf("read_uncommitted sees %v, want the one aborted record", got)
+	}
+	offs, err := srv.kafka.StableOffsets(ctx, srv.groupName("doubled"), "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs[0].Offset != 0 {
+		t.Errorf("committed offsets %v: an aborted transaction must move none (the start's commit left 0)", offs)
+	}
+}
+
+// TestExactlyOnceFencesZombie: a second server with the same app id (here
+// on its own data dir) takes the exactly-once stream over: opening its
+// transactional producers fences the first server's, whose next commit
+// fails; that stream stops with a clear error while the first server and
+// its other streams keep running. The second server rebuilds the state
+// from the committed offsets (replaying, producing nothing) and goes on:
+// every pane once.
+func TestExactlyOnceFencesZombie(t *testing.T) {
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := startTestServer(t, t.TempDir())
+	defer a.Close()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
+		`CREATE SOURCE other (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'other', partitions = 1, partition_key = 'k')`,
+		`CREATE STREAM counts WITH (processing_guarantee = 'exactly_once') AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`,
+		`CREATE STREAM others AS SELECT k, COUNT(*) AS n FROM other GROUP BY k`,
+		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:01'), ('a', TIMESTAMP '2026-01-01 00:00:12')`,
+		`FLUSH`,
+	} {
+		if _, err := ca.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	b := startTestServer(t, t.TempDir(), func(c *Config) { c.Brokers = a.KafkaAddrs() })
+	defer b.Close()
+	cb := connect(ctx, t, b)
+	defer cb.Close(ctx)
+	if _, err := cb.Exec(ctx, `INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:13'), ('a', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the first server's exactly-once stream to stop, fenced", func() bool {
+		st, _ := streamStatus(ctx, t, ca, "counts")
+		return st == "failed"
+	})
+	if _, msg := streamStatus(ctx, t, ca, "counts"); !strings.Contains(msg, "fenced") || !strings.Contains(msg, "same app id") {
+		t.Errorf("the fenced stream's error %q should say it was fenced by a server with the same app id", msg)
+	}
+	if st, _ := streamStatus(ctx, t, ca, "others"); st != "running" {
+		t.Errorf("the first server's other stream is %s, want running", st)
+	}
+	if _, err := cb.Exec(ctx, `FLUSH`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := cb.Query(ctx, `SELECT ws, n FROM counts ORDER BY ws`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var ws time.Time
+		var n int64
+		if err := rows.Scan(&ws, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d", ws.UTC().Format("15:04:05"), n))
+	}
+	rows.Close()
+	if want := []string{"00:00:00 1", "00:00:10 2"}; !slices.Equal(got, want) {
+		t.Errorf("panes %v, want %v (each once)", got, want)
 	}
 }
