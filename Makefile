@@ -109,7 +109,7 @@ audit: build
 # broker's own process and then on Apache Kafka (ci/kafka; needs java, mvn).
 soak: build
 	./bin/turbinesql audit -events 1000000 -kills 50 -broker-restarts 2 $(CHAOSFLAGS)
-	GO=$(GO) bash ci/kafka/soak.sh
+	GO=$(GO) bash ci/kafka/run.sh soak
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -14,6 +14,11 @@
 #      script makes with openssl and checks with keytool);
 #   3. a session of the built binary (psql over pgwire) with Kafka reached
 #      through the same SASL_SSL listener, configured by flags and env.
+#   4. the exactly-once crash audit (turbinesql audit) against that broker:
+#      every plan's streams, SIGKILLs and crashes between a transaction's
+#      commit and the state's write, outputs read read_committed.
+# `run.sh soak` (make soak) starts the broker and runs only a long audit:
+# 1M events and 50 SIGKILLs.
 # The broker is stopped and its directory removed on exit. A broker that does
 # not start fails the run with the tail of its log: never a silent skip.
 set -euo pipefail
@@ -214,6 +219,20 @@ for attempt in 1 2 3; do
   exit 1
 done
 
+# The exactly-once audit: the built binary is the server it kills, the
+# broker is this one (PLAINTEXT), and the audit's topics and app id are its
+# own.
+audit() {
+  "$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
+  "$WORK/turbinesql" audit -brokers "$BROKERS" "$@"
+}
+if [ "${1:-}" = soak ]; then
+  start=$(date +%s)
+  audit -events 1000000 -kills 50
+  echo "test-kafka: soak audit on Kafka $KAFKA_VERSION took $(($(date +%s) - start))s"
+  exit 0
+fi
+
 # 3. The tests. Placement compares with the Java client over PLAINTEXT;
 # the engine's tests reach Kafka through the SASL_SSL listener.
 export KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
@@ -224,7 +243,7 @@ TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-2
 TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
 TURBINE_TEST_KAFKA_TLS_CA=$TLSDIR/ca.pem \
 "$GO" test -count=1 -v -timeout 20m \
-  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart' ./server/
+  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestExactlyOnceFencesZombie' ./server/
 end=$(date +%s)
 
 # 4. The binary as an operator runs it: Kafka over SASL_SSL from flags and
@@ -269,4 +288,9 @@ kill "$SERVE_PID"
 wait "$SERVE_PID" || true
 SERVE_PID=
 fin=$(date +%s)
-echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s"
+
+# 5. Exactly-once on a real broker: kills, crashes in the narrowest window,
+# every pane once.
+audit -events 60000 -kills 5
+aud=$(date +%s)
+echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s"
