@@ -82,6 +82,7 @@ bench:
 	$(GO) run ./bench/e2e -events 1000000 -keys 100 -window hop
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
+	$(GO) run ./bench/eos -events 1000000 -keys 10000
 
 # The crash/restart audit (package audit, `turbinesql audit`): the server as
 # a child process against a broker in its own process, input produced
