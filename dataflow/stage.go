@@ -104,6 +104,10 @@ type StageConfig struct {
 	// the state's last write.
 	TxnID         func(p int32) string
 	ProgressTopic string
+	// OnFail is called once, on its own goroutine, when the stage fails:
+	// an error that is a *TxnAborted can be cured by starting the stage
+	// again from its state.
+	OnFail func(err error)
 }
 
 // Stage runs a task per partition of its topic.
@@ -301,6 +305,9 @@ func (s *Stage) fail(err error) {
 	s.mu.Unlock()
 	if first {
 		s.deps.Log.Error("stage failed", "stage", s.cfg.Name, "err", err)
+		if s.cfg.OnFail != nil {
+			go s.cfg.OnFail(err)
+		}
 	}
 }
 

@@ -358,6 +358,9 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		}
 	}
 	if err := t.out.Flush(ctx); err != nil {
+		if t.txn != nil {
+			return transient(err)
+		}
 		return err
 	}
 	c := &Commit{State: t.st.deps.Store.NewBatch(t.st.cfg.State), Offset: t.part.Next}
@@ -376,7 +379,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		// Kafka first: a crash before Pebble's write is caught up by
 		// replay (txn.go); the other order would emit twice.
 		if err := t.commitTxn(ctx, wm); err != nil {
-			return err
+			return transient(err)
 		}
 		if h := t.st.deps.AfterTxn; h != nil {
 			h()

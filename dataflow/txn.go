@@ -3,6 +3,7 @@ package dataflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,6 +120,28 @@ func (t *task) finishReplay(ctx context.Context) error {
 		"partition", t.p, "replayed_to", t.replayTo, "records", t.replayed)
 	t.replayTo, t.replayed, t.uncommitted = 0, 0, true
 	return nil
+}
+
+// TxnAborted is an exactly-once commit that Kafka did not take (a broker
+// restarting, a coordinator moving, a timeout): the transaction is
+// aborted, nothing of it is visible, and the task's state in memory is
+// ahead of what committed. Starting the stage again from its state (which
+// replays what is needed) recovers; a fenced producer is not this.
+type TxnAborted struct{ Err error }
+
+func (e *TxnAborted) Error() string {
+	return "transaction not committed (nothing of it is visible): " + e.Err.Error()
+}
+
+func (e *TxnAborted) Unwrap() error { return e.Err }
+
+// transient marks a failure of the Kafka side of an exactly-once commit
+// as curable by a restart, unless the producer was fenced.
+func transient(err error) error {
+	if err == nil || errors.Is(err, kafkaio.ErrFenced) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &TxnAborted{Err: err}
 }
 
 // commitTxn ends the task's transaction with its offset and progress.

@@ -113,6 +113,9 @@ type Server struct {
 	cfg Config
 	// progressReady: the exactly-once progress topic exists.
 	progressReady atomic.Bool
+	// recovering paces the restarts of exactly-once streams whose
+	// transactions Kafka did not take (recover.go).
+	recovering recoveries
 	dirLock       *dirlock.Lock // this server's hold on cfg.DataDir
 	log           *slog.Logger
 	broker        *kafkaio.Embedded

@@ -208,6 +208,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if err := s.exactlyOnce(ctx, &final); err != nil {
 			return nil, err
 		}
+		final.OnFail = func(err error) { s.recoverStream(def.Name, err) }
 	}
 	tail := func() []dataflow.Op {
 		out := []dataflow.Op{}
@@ -271,6 +272,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			if err := s.exactlyOnce(ctx, &pre); err != nil {
 				return nil, err
 			}
+			pre.OnFail = final.OnFail
 		}
 		st, err := dataflow.StartStage(ctx, pre, deps)
 		if err != nil {
@@ -364,16 +366,18 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 			}
 		},
 	}
+	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos}
 	if eos {
 		if err := s.exactlyOnce(ctx, &cfg); err != nil {
 			return nil, err
 		}
+		cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	}
 	st, err := dataflow.StartStage(ctx, cfg, s.deps())
 	if err != nil {
 		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
 	}
-	h := &sharedHop{stage: st, topic: topic, outN: nOut, refs: 1, stats: stats, cfg: cfg, eos: eos}
+	h.stage, h.cfg = st, cfg
 	s.hops[topic] = h
 	return h, nil
 }
@@ -388,6 +392,7 @@ func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
 	if err := s.exactlyOnce(ctx, &cfg); err != nil {
 		return err
 	}
+	cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	h.stage.Stop()
 	st, err := dataflow.StartStage(ctx, cfg, s.deps())
 	if err != nil {
