@@ -116,18 +116,18 @@ type Server struct {
 	// recovering paces the restarts of exactly-once streams whose
 	// transactions Kafka did not take (recover.go).
 	recovering recoveries
-	dirLock       *dirlock.Lock // this server's hold on cfg.DataDir
-	log           *slog.Logger
-	broker        *kafkaio.Embedded
-	kafka         *kafkaio.Client
-	store         *state.Store
-	cat           *catalog.Catalog
-	reg           *prometheus.Registry
-	metrics       *dataflow.Metrics
-	pg            *pgwire.Server
-	pgLn          net.Listener
-	http          *http.Server
-	httpLn        net.Listener
+	dirLock    *dirlock.Lock // this server's hold on cfg.DataDir
+	log        *slog.Logger
+	broker     *kafkaio.Embedded
+	kafka      *kafkaio.Client
+	store      *state.Store
+	cat        *catalog.Catalog
+	reg        *prometheus.Registry
+	metrics    *dataflow.Metrics
+	pg         *pgwire.Server
+	pgLn       net.Listener
+	http       *http.Server
+	httpLn     net.Listener
 
 	mu      sync.Mutex // guards streams, hops and DDL
 	streams map[string]*stream
