@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -152,4 +153,19 @@ func splitControl(fp kgo.FetchPartition) FetchPart {
 		}
 	}
 	return out
+}
+
+// DeleteGroups deletes consumer groups and their committed offsets; a
+// group that does not exist is no error.
+func (k *Client) DeleteGroups(ctx context.Context, groups ...string) error {
+	resp, err := k.adm.DeleteGroups(ctx, groups...)
+	if err != nil {
+		return fmt.Errorf("delete consumer groups %v: %w", groups, err)
+	}
+	for _, g := range resp {
+		if g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
+			return fmt.Errorf("delete consumer group %s: %w", g.Group, g.Err)
+		}
+	}
+	return nil
 }

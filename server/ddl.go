@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/dataflow"
@@ -265,6 +266,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		if err := s.dropStreamState(def.Name, p); err != nil {
 			return nil, err
 		}
+		if err := s.dropStreamGroups(ctx, def.Name, p); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.cat.AddStream(def, persist); err != nil {
 		return nil, err
@@ -386,6 +390,18 @@ func (s *Server) dropStreamState(name string, p *planner.Plan) error {
 	return nil
 }
 
+// dropStreamGroups deletes a stream's consumer groups (its final stage's,
+// and its combine's pre-aggregation's): an exactly-once stream takes
+// their offsets as committed output, so a new stream of the same name
+// would replay its input silently instead of writing it.
+func (s *Server) dropStreamGroups(ctx context.Context, name string, p *planner.Plan) error {
+	groups := []string{s.groupName(name)}
+	if p != nil && p.Input != nil {
+		groups = append(groups, combineTopic(s.cfg.AppID, p.Input.Topic, name))
+	}
+	return s.kafka.DeleteGroups(ctx, groups...)
+}
+
 // nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a
 // no-op (done), otherwise it is 42P07. Replaying the catalog never collides.
 func (s *Server) nameTaken(name string, ifNotExists, persist bool) (done bool, err error) {
@@ -437,6 +453,12 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 		if err := s.dropStreamState(st.Name, r.plan); err != nil {
 			return nil, err
 		}
+		// Best effort: a CREATE of the same name deletes them again first.
+		gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.dropStreamGroups(gctx, st.Name, r.plan); err != nil {
+			s.log.Warn("cannot delete the dropped stream's consumer groups; a new stream of that name deletes them first", "stream", st.Name, "err", err)
+		}
+		cancel()
 		s.metrics.Forget(st.Name)
 	}
 	return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
