@@ -47,3 +47,16 @@ func (d *DeadLetters) Claim(source string, p int32, off int64) bool {
 	d.see(source, p, off)
 	return true
 }
+
+// Release gives back the claims of source's partition p from off on: an
+// exactly-once stage claimed them in a transaction that aborted, so
+// nothing of it reached the dead-letter topic and the next stage to reach
+// them must write them. (A later claim by another stage is given back
+// too: written again, never lost.)
+func (d *DeadLetters) Release(source string, p int32, off int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if high, ok := d.high[source][p]; ok && high >= off {
+		d.high[source][p] = off - 1
+	}
+}

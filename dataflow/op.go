@@ -117,6 +117,14 @@ func (c *Commit) Restart(off int64) {
 	}
 }
 
+// TxnAware is an operator of an exactly-once task that holds something
+// outside the task's state until the task's transaction ends: the task
+// tells it whether the transaction committed or aborted.
+type TxnAware interface {
+	TxnCommitted()
+	TxnAborted()
+}
+
 // Producer sends records for a task; Flush (the task's, at its commit)
 // waits until Kafka acknowledged them.
 type Producer interface {

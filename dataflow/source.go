@@ -42,8 +42,11 @@ type Source struct {
 	TimeRequired    bool
 	TimeRequiredIdx int
 
-	dec      *exec.JSONDecoder
-	env      *Env
+	dec *exec.JSONDecoder
+	env *Env
+	// claims: per partition, the lowest offset whose dead letter this
+	// exactly-once task claimed in its open transaction.
+	claims   map[int32]int64
 	countsIn prometheus.Counter // this task's records in, looked up once
 }
 
@@ -139,8 +142,13 @@ func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, d
 		n := int32(s.DLQ(ctx, dlq))
 		for _, de := range derrs {
 			src := recs[de.Index]
-			if s.Letters != nil && !s.Letters.Claim(s.Input.Source.Name, src.Partition, src.Offset) {
-				continue // another stage reading the source wrote it
+			if s.Letters != nil {
+				if !s.Letters.Claim(s.Input.Source.Name, src.Partition, src.Offset) {
+					continue // another stage reading the source wrote it
+				}
+				if env.ExactlyOnce {
+					s.provisional(src.Partition, src.Offset)
+				}
 			}
 			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
@@ -221,4 +229,29 @@ func AppendSeq(b *exec.Batch, recs []*kafkaio.Record, decoded []int) {
 		seq.I[i] = r.Offset<<10 | int64(r.Partition)
 	}
 	b.Cols = append(b.Cols, seq)
+}
+
+// provisional remembers a dead letter claimed in the open transaction: it
+// is written only if the transaction commits.
+func (s *Source) provisional(p int32, off int64) {
+	if s.claims == nil {
+		s.claims = map[int32]int64{}
+	}
+	if old, ok := s.claims[p]; !ok || off < old {
+		s.claims[p] = off
+	}
+}
+
+var _ TxnAware = (*Source)(nil)
+
+// TxnCommitted: the dead letters claimed are in the topic.
+func (s *Source) TxnCommitted() { clear(s.claims) }
+
+// TxnAborted gives the dead letters claimed in the aborted transaction
+// back, so that whoever reads those records next writes them.
+func (s *Source) TxnAborted() {
+	for p, off := range s.claims {
+		s.Letters.Release(s.Input.Source.Name, p, off)
+	}
+	clear(s.claims)
 }

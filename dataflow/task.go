@@ -146,6 +146,11 @@ func (t *task) try(ctx context.Context, f func() error) {
 				t.env.Log.Warn("cannot abort the transaction; the broker aborts it on timeout", "partition", t.p, "err", aerr)
 			}
 			cancel()
+			for _, op := range t.ops {
+				if ta, ok := op.(TxnAware); ok {
+					ta.TxnAborted()
+				}
+			}
 			if errors.Is(err, kafkaio.ErrFenced) {
 				err = fmt.Errorf("%w: another server with the same app id runs this stream now, so this one stopped it", err)
 			}
@@ -380,6 +385,11 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		// replay (txn.go); the other order would emit twice.
 		if err := t.commitTxn(ctx, wm); err != nil {
 			return transient(err)
+		}
+		for _, op := range t.ops {
+			if ta, ok := op.(TxnAware); ok {
+				ta.TxnCommitted()
+			}
 		}
 		if h := t.st.deps.AfterTxn; h != nil {
 			h()
