@@ -36,6 +36,9 @@ type TxnProducer struct {
 	id  string
 	p   *Pending
 
+	// inTxn: a transaction is open. Guarded by mu: a record refused as too
+	// large is replaced from a producer callback's goroutine.
+	mu    sync.Mutex
 	inTxn bool
 	ids   map[string][16]byte // topic ids, for TxnOffsetCommit v6+
 	idsMu sync.Mutex
@@ -84,6 +87,8 @@ func (t *TxnProducer) ID() string { return t.id }
 
 // begin opens the transaction if none is.
 func (t *TxnProducer) begin() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if !t.inTxn {
 		// Fails only when a transaction is open already, which inTxn
 		// rules out.
@@ -120,11 +125,18 @@ func (t *TxnProducer) Commit(ctx context.Context, c TxnCommit) error {
 				err = fmt.Errorf("%w (and the abort failed: %v)", err, aerr)
 			}
 		}
-		t.inTxn = false
+		t.ended()
 		return err
 	}
-	t.inTxn = false
+	t.ended()
 	return nil
+}
+
+// ended records that no transaction is open.
+func (t *TxnProducer) ended() {
+	t.mu.Lock()
+	t.inTxn = false
+	t.mu.Unlock()
 }
 
 func (t *TxnProducer) commit(ctx context.Context, c TxnCommit) error {
@@ -180,10 +192,13 @@ func (t *TxnProducer) commit(ctx context.Context, c TxnCommit) error {
 
 // Abort drops what the open transaction produced.
 func (t *TxnProducer) Abort(ctx context.Context) error {
-	if !t.inTxn {
+	t.mu.Lock()
+	open := t.inTxn
+	t.inTxn = false
+	t.mu.Unlock()
+	if !open {
 		return nil
 	}
-	t.inTxn = false
 	if err := t.cl.AbortBufferedRecords(ctx); err != nil {
 		return classify(err)
 	}
