@@ -156,8 +156,24 @@ func splitControl(fp kgo.FetchPartition) FetchPart {
 }
 
 // DeleteGroups deletes consumer groups and their committed offsets; a
-// group that does not exist is no error.
+// group that does not exist is no error. A coordinator that is not there
+// yet (a new cluster creating its offsets topic) is waited for, as long as
+// ctx allows.
 func (k *Client) DeleteGroups(ctx context.Context, groups ...string) error {
+	for {
+		err := k.deleteGroups(ctx, groups)
+		if err == nil || !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (k *Client) deleteGroups(ctx context.Context, groups []string) error {
 	resp, err := k.adm.DeleteGroups(ctx, groups...)
 	if err != nil {
 		return fmt.Errorf("delete consumer groups %v: %w", groups, err)
