@@ -322,6 +322,21 @@ func (t *task) onTick(ctx context.Context) error {
 	return t.commit(ctx, false)
 }
 
+// giveWatermark tells every operator where the watermark stands, pushing
+// what each closes through the operators after it.
+func (t *task) giveWatermark(ctx context.Context, wm Watermark) error {
+	for i, op := range t.ops {
+		out, err := op.OnWatermark(ctx, wm)
+		if err != nil {
+			return err
+		}
+		if err := t.push(ctx, i+1, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Ticker is an operator that wants its OnWatermark called when Due says,
 // even when nothing else moved (EMIT EVERY's early fires).
 type Ticker interface {
@@ -353,14 +368,8 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		return err
 	}
 	wm := t.watermark(flush)
-	for i, op := range t.ops {
-		out, err := op.OnWatermark(ctx, wm)
-		if err != nil {
-			return err
-		}
-		if err := t.push(ctx, i+1, out); err != nil {
-			return err
-		}
+	if err := t.giveWatermark(ctx, wm); err != nil {
+		return err
 	}
 	if err := t.out.Flush(ctx); err != nil {
 		if t.txn != nil {

@@ -104,14 +104,8 @@ func (t *task) finishReplay(ctx context.Context) error {
 	wm.Replay = true
 	t.sw.discard = true
 	defer func() { t.sw.discard = false }()
-	for i, op := range t.ops {
-		out, err := op.OnWatermark(ctx, wm)
-		if err != nil {
-			return err
-		}
-		if err := t.push(ctx, i+1, out); err != nil {
-			return err
-		}
+	if err := t.giveWatermark(ctx, wm); err != nil {
+		return err
 	}
 	if wm.Has {
 		t.part.Restore(wm.WM)
