@@ -171,6 +171,8 @@ func TestExactlyOnceAbortsOnError(t *testing.T) {
 		`CREATE SOURCE raw (k TEXT, x TEXT) WITH (topic = 'mixed', partitions = 1, partition_key = 'k')`,
 		`CREATE SOURCE strict_src (k TEXT, x BIGINT) WITH (topic = 'mixed', partition_key = 'k')`,
 		`CREATE STREAM doubled WITH (processing_guarantee = 'exactly_once') AS SELECT k, x * 2 AS y FROM strict_src`,
+		// A chained stream reads doubled's output read_committed.
+		`CREATE STREAM chained AS SELECT k, y + 1 AS z FROM doubled`,
 		`INSERT INTO strict_src VALUES ('a', 21)`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -193,6 +195,14 @@ func TestExactlyOnceAbortsOnError(t *testing.T) {
 	}
 	if got := readOutput(ctx, t, brokers, "doubled", false); len(got) != 1 || got[0] != `{"k":"a","y":42}` {
 		t.Errorf("read_uncommitted sees %v, want the one aborted record", got)
+	}
+	// FLUSH completes the chained stream (and reports doubled's failure):
+	// it read nothing of the aborted transaction.
+	if _, err := conn.Exec(ctx, `FLUSH`); err == nil || !strings.Contains(err.Error(), "doubled") {
+		t.Errorf("FLUSH: %v, want doubled's failure reported", err)
+	}
+	if got := readOutput(ctx, t, brokers, "chained", false); len(got) != 0 {
+		t.Errorf("the chained stream wrote %v from an aborted transaction", got)
 	}
 	offs, err := srv.kafka.StableOffsets(ctx, srv.groupName("doubled"), "mixed")
 	if err != nil {
