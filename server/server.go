@@ -149,9 +149,11 @@ type Server struct {
 	brokerKnown bool
 	brokerErr   error
 	brokerGauge prometheus.Gauge
-	bgCancel    context.CancelFunc // the server's background work
-	failedMu    sync.Mutex
-	failed      map[string]failedObject // catalog records replay could not apply, by key
+	// subscriptions counts open SUBSCRIBEs (COPY, bare, cursors).
+	subscriptions prometheus.Gauge
+	bgCancel      context.CancelFunc // the server's background work
+	failedMu      sync.Mutex
+	failed        map[string]failedObject // catalog records replay could not apply, by key
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -222,6 +224,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
+	s.subscriptions = newSubscriptionsGauge(reg)
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
