@@ -370,8 +370,8 @@ func (s *Stage) noteWatermark(p int32, wm Watermark) {
 	m := s.deps.Metrics
 	low, ok, idle := s.Watermark()
 	if ok {
-		m.Watermark.WithLabelValues(s.cfg.Name).Set(float64(low))
-		m.WatermarkLag.WithLabelValues(s.cfg.Name).Set(float64(s.now().UnixMilli() - low))
+		m.Watermark.WithLabelValues(s.cfg.Name).Set(float64(low) / 1000)
+		m.WatermarkLag.WithLabelValues(s.cfg.Name).Set(float64(s.now().UnixMilli()-low) / 1000)
 	}
 	m.IdlePartitions.WithLabelValues(s.cfg.Name).Set(float64(idle))
 }

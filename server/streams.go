@@ -414,6 +414,7 @@ func (s *Server) releaseHop(h *sharedHop) {
 	}
 	h.stage.Stop()
 	delete(s.hops, h.topic)
+	s.metrics.ForgetHop(h.topic)
 }
 
 // restartStream stops a stream and starts it again from its state (ALTER
