@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
@@ -235,6 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", s.healthz)
 		mux.HandleFunc("/readyz", s.readyz)
+		mux.Handle("/", console.Handler(newConsoleSource(s)))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
