@@ -34,6 +34,7 @@ type Metrics struct {
 	CombineMarkersOut  *prometheus.CounterVec
 
 	hops *hopLag
+	late *lateLog // rate-limits the log of late rows
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -102,6 +103,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.CombineMarkersOut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turbine_combine_markers_out_total", Help: "Watermark markers a combine's pre-aggregation sent to its merge stage.",
 	}, []string{"stream"})
+	m.late = newLateLog()
 	m.hops = &hopLag{lag: m.ConsumerLag, names: map[string]bool{}}
 	reg.MustRegister(m.RepRecordsOut, m.RepBytesOut, m.RepNullKeys, m.CombinePartialsOut, m.CombineBytesOut, m.CombineMarkersOut, m.hops)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,

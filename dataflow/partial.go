@@ -140,6 +140,7 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 	}
 	if real > 0 {
 		c.env.Metrics.LateRows.WithLabelValues(c.env.Name, "dropped").Add(float64(real))
+		c.env.Metrics.late.note(c.env, int(real), "dropped")
 		c.env.Stats.Late.Add(int64(real))
 	}
 	return nil, nil

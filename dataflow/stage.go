@@ -158,6 +158,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		if m.HasClosed {
 			part.Restore(m.Closed)
 		}
+		part.OnIdle = idleLogger(log, cfg.Topic, p)
 		// Know the partition's end before the first fetch: a partition
 		// whose end is unknown would count as read to its end.
 		part.SawEnd(ends[p])

@@ -157,7 +157,35 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	if err != nil {
 		return nil, classify(err)
 	}
+	s.srv.logDDL(stmt, res, s.user)
 	return res, nil
+}
+
+// logDDL writes one info line per statement that changes the catalog.
+// Passwords never reach the log: users are named, not their statements.
+func (s *Server) logDDL(stmt sql.Statement, res *pgwire.Result, user string) {
+	var name string
+	switch st := stmt.(type) {
+	case *sql.CreateSource:
+		name = st.Name
+	case *sql.CreateStream:
+		name = st.Name
+	case *sql.Drop:
+		name = st.Name
+	case *sql.AlterStream:
+		name = st.Name
+	case *sql.AlterSource:
+		name = st.Name
+	case *sql.CreateUser:
+		name = st.Name
+	case *sql.AlterUser:
+		name = st.Name
+	case *sql.DropUser:
+		name = st.Name
+	default:
+		return
+	}
+	s.log.Info("DDL", "statement", statementName(stmt), "object", name, "result", res.Tag, "user", user)
 }
 
 // classify gives engine errors their SQLSTATE where they do not carry one.
