@@ -96,32 +96,39 @@ func (u *subscription) Next(ctx context.Context) ([]any, error) {
 	}
 }
 
-// fetch is FETCH n: the rows ready, or those of the first read that brings
-// some, waiting at most timeoutMs (-1: until cancelled).
+// fetch is FETCH n, as Materialize's: without a timeout (timeoutMs < 0)
+// it waits for rows (the whole snapshot, while that is being read) and
+// returns up to n of those ready then; with one it keeps collecting until
+// it has n rows, or no row has come for the timeout.
 func (u *subscription) fetch(ctx context.Context, n int, timeoutMs int64) ([][]any, error) {
-	var deadline time.Time
-	if timeoutMs >= 0 {
-		deadline = time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
-	}
-	for {
-		wait := droppedCheck
-		if !deadline.IsZero() {
-			wait = min(wait, time.Until(deadline))
-			if wait <= 0 {
-				wait = 0
+	if timeoutMs < 0 {
+		for {
+			rows, err := u.sub.Fetch(ctx, n, droppedCheck)
+			if err != nil || len(rows) > 0 || n == 0 {
+				return rows, err
+			}
+			if !u.exists() {
+				return nil, nil // dropped: nothing will come
 			}
 		}
-		rows, err := u.sub.Fetch(ctx, n, wait)
-		if err != nil || len(rows) > 0 || n == 0 {
-			return rows, err
-		}
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return nil, nil
-		}
-		if !u.exists() {
-			return nil, nil
-		}
 	}
+	wait := time.Duration(timeoutMs) * time.Millisecond
+	var out [][]any
+	for n < 0 || len(out) < n {
+		rest := -1
+		if n >= 0 {
+			rest = n - len(out)
+		}
+		rows, err := u.sub.Fetch(ctx, rest, wait)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
 }
 
 func (u *subscription) exists() bool {

@@ -141,13 +141,21 @@ func (s *Subscription) Next(ctx context.Context) ([]any, error) {
 	return row, nil
 }
 
-// Fetch returns up to n rows (n < 0: no limit): the rows ready now, or if
-// none, those of the first read that brings some. It waits at most wait
+// Fetch returns up to n rows (n < 0: no limit): the rows ready now (once
+// the snapshot is read), or if none, those of the first read that brings
+// some. It waits at most wait
 // (< 0: as long as ctx allows; 0: only for what is already fetched) and
 // then returns no rows.
 func (s *Subscription) Fetch(ctx context.Context, n int, wait time.Duration) ([][]any, error) {
 	if n == 0 {
 		return nil, nil
+	}
+	// The snapshot is given whole: a FETCH right after DECLARE sees the
+	// relation's contents, not the part one read brought.
+	for len(s.pending) > 0 {
+		if err := s.read(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if len(s.ready) == 0 {
 		rctx := ctx
