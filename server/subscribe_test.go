@@ -149,6 +149,29 @@ func TestSubscribe(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// A bare SUBSCRIBE through pgx's extended protocol: rows arrive as
+	// they come, typed by the described columns.
+	qctx, stopQ := context.WithCancel(ctx)
+	qconn := connect(ctx, t, srv)
+	rs, err := qconn.Query(qctx, `SUBSCRIBE TO sub_rows`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for len(seen) < 3 && rs.Next() {
+		var user string
+		var note *string
+		var ts time.Time
+		if err := rs.Scan(&user, &note, &ts); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, user+" "+ts.Format("15:04:05"))
+	}
+	assertSameLines(t, seen, []string{"a 00:00:01", "b 00:00:02", "a 00:01:30"})
+	stopQ()
+	rs.Close()
+	qconn.Close(ctx)
+
 	// A cursor: FETCH waits for the next rows; the minute 00:00 has
 	// closed, so its panes are there, final.
 	tx, err := conn.Begin(ctx)
