@@ -66,6 +66,9 @@ func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom) (*Tai
 	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers tell how far a partition has been read even
+		// when its last offsets hold no record (Poll drops them).
+		kgo.KeepControlRecords(),
 		// A subscriber waits for new rows: short fetch waits keep the
 		// delay between a commit and the row reaching the client small.
 		kgo.FetchMaxWait(100*time.Millisecond),
@@ -77,20 +80,29 @@ func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom) (*Tai
 }
 
 // Poll waits until records arrive or ctx ends, and returns them in
-// partition order, each partition's in offset order. A cancelled ctx
-// returns ctx's error.
-func (t *Tail) Poll(ctx context.Context) ([]*Record, error) {
+// partition order, each partition's in offset order, with the next offset
+// to read of each partition it read (transaction markers count, though
+// they are not returned). A cancelled ctx returns ctx's error.
+func (t *Tail) Poll(ctx context.Context) ([]*Record, map[int32]int64, error) {
 	fs := t.cl.PollFetches(ctx)
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.Canceled) {
-			return nil, context.Canceled
+			return nil, nil, context.Canceled
 		}
-		return nil, fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		return nil, nil, fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 	}
-	return fs.Records(), nil
+	var recs []*Record
+	next := map[int32]int64{}
+	fs.EachRecord(func(r *kgo.Record) {
+		next[r.Partition] = max(next[r.Partition], r.Offset+1)
+		if !r.Attrs.IsControl() {
+			recs = append(recs, r)
+		}
+	})
+	return recs, next, nil
 }
 
 // Close stops following the topic and frees its connections.

@@ -38,9 +38,9 @@ const (
 )
 
 // quietSnapshot ends the snapshot when a read brings nothing for this long,
-// even if a partition's end offset was not reached by a record: under
-// read_committed the last offsets of a partition can be transaction
-// markers, which are never returned as records.
+// even if a partition's end offset was not reached: records of a
+// transaction still open when the subscription started are not readable
+// until it ends.
 const quietSnapshot = 300 * time.Millisecond
 
 // Options of one subscription.
@@ -193,7 +193,7 @@ func (s *Subscription) read(ctx context.Context) error {
 		pctx, cancel = context.WithTimeout(ctx, quietSnapshot)
 		defer cancel()
 	}
-	recs, err := s.tail.Poll(pctx)
+	recs, next, err := s.tail.Poll(pctx)
 	if err != nil {
 		if ctx.Err() == nil && len(s.pending) > 0 && errors.Is(err, context.DeadlineExceeded) {
 			// Nothing more to read now: what was there has been read.
@@ -205,9 +205,9 @@ func (s *Subscription) read(ctx context.Context) error {
 	if err := s.apply(recs); err != nil {
 		return err
 	}
-	for _, r := range recs {
-		if end, ok := s.pending[r.Partition]; ok && r.Offset+1 >= end {
-			delete(s.pending, r.Partition)
+	for p, n := range next {
+		if end, ok := s.pending[p]; ok && n >= end {
+			delete(s.pending, p)
 			if len(s.pending) == 0 {
 				s.endSnapshot()
 			}
