@@ -27,6 +27,15 @@ vet:
 test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 
+# The web console in headless Chromium (Debian's chromium package, driven
+# by chromedp): every page loaded against a running server, its rendered
+# text checked, a screenshot of each written to $(CONSOLE_SHOTS).
+CONSOLE_SHOTS ?= $(CURDIR)/bin/console-shots
+.PHONY: test-console
+test-console:
+	TURBINE_CONSOLE_SHOTS=$(CONSOLE_SHOTS) CI_REQUIRE_CHROMIUM=$${CI_REQUIRE_CHROMIUM:-1} \
+		$(GO) test -tags console -count=1 -run TestConsoleChromium ./server
+
 # The tests that need a real Apache Kafka (4.x, fetched from Maven Central by
 # ci/kafka/pom.xml, cached in ~/.m2): a one-node KRaft broker on loopback,
 # placement agreement with Kafka's Java client, and the sqllogictest suite

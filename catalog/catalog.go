@@ -76,6 +76,9 @@ type Stream struct {
 	// changelog (the latest record of a key is its current row) and a
 	// bounded read shows the current table.
 	Upsert bool
+	// Windowed: the query groups by a window (TUMBLE, HOP, SESSION), so
+	// each output record is a pane; SUBSCRIBE marks them with is_final.
+	Windowed bool
 	// PrimaryKey names the output columns holding the group keys of an
 	// upsert stream, when the select list outputs every key unchanged;
 	// DESCRIBE, \d and the pg_catalog show it as the primary key.

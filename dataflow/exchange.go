@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
@@ -27,12 +29,28 @@ type Exchange struct {
 	Col        int    // the column re-keyed by
 
 	env *Env
+	// The hop's output distribution (turbine_repartition_*), resolved
+	// once: counted per batch, not per row.
+	recsOut, bytesOut []prometheus.Counter
+	nullKeys          prometheus.Counter
+	nRecs, nBytes     []int
 }
 
 var _ Op = (*Exchange)(nil)
 
 func (x *Exchange) Open(_ context.Context, env *Env) error {
 	x.env = env
+	m := env.Metrics
+	m.RegisterHop(env.Name)
+	x.recsOut = make([]prometheus.Counter, x.Partitions)
+	x.bytesOut = make([]prometheus.Counter, x.Partitions)
+	for q := range x.Partitions {
+		p := strconv.Itoa(q)
+		x.recsOut[q] = m.RepRecordsOut.WithLabelValues(env.Name, p)
+		x.bytesOut[q] = m.RepBytesOut.WithLabelValues(env.Name, p)
+	}
+	x.nullKeys = m.RepNullKeys.WithLabelValues(env.Name)
+	x.nRecs, x.nBytes = make([]int, x.Partitions), make([]int, x.Partitions)
 	return nil
 }
 
@@ -44,6 +62,7 @@ func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	recs := make([]kafkaio.Record, n)
 	hdrs := make([]kafkaio.Header, n)
 	vals := make([]byte, 0, n*2*binary.MaxVarintLen64)
+	nulls := 0
 	for i, idx := range b.Src[:n] {
 		src := b.Recs[idx]
 		at := len(vals)
@@ -54,8 +73,22 @@ func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 		if key := keyText(col, i); key != nil {
 			r.Key = key
 			r.Partition = state.PartitionFor(key, x.Partitions)
+		} else {
+			nulls++
 		}
+		x.nRecs[r.Partition]++
+		x.nBytes[r.Partition] += len(r.Value)
 		x.env.Out.Produce(ctx, r)
+	}
+	for q, c := range x.nRecs {
+		if c > 0 {
+			x.recsOut[q].Add(float64(c))
+			x.bytesOut[q].Add(float64(x.nBytes[q]))
+			x.nRecs[q], x.nBytes[q] = 0, 0
+		}
+	}
+	if nulls > 0 {
+		x.nullKeys.Add(float64(nulls))
 	}
 	return nil, nil
 }

@@ -48,6 +48,7 @@ type HashAgg struct {
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start
 	lastEarly  time.Time
+	early      earlyFires // what the last early fire of each open window held
 }
 
 var _ Op = (*HashAgg)(nil)
@@ -228,6 +229,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 		}
 	}
 	env.Metrics.LateRows.WithLabelValues(env.Name, action).Add(float64(len(late)))
+	env.Metrics.late.note(env, len(late), action)
 	env.Stats.Late.Add(int64(len(late)))
 }
 
@@ -298,7 +300,8 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 	h.recovering = false
 	if h.EmitEvery > 0 && wm.Now.Sub(h.lastEarly) >= h.EmitEvery {
 		h.lastEarly = wm.Now
-		open, err := h.agg.EmitOpen(h.wm, h.hasWM)
+		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.EmitWindow,
+			func() ([]*exec.Batch, error) { return h.agg.EmitOpen(h.wm, h.hasWM) })
 		if err != nil {
 			return nil, err
 		}

@@ -27,7 +27,7 @@ type Markers struct {
 	// Sources is how many source partitions report.
 	Sources int
 	// Lag, when set, reports the slowest source partition (combine's
-	// turbine_combine_min_watermark_lag_ms), shared by the stage's tasks.
+	// turbine_combine_min_watermark_lag_seconds), shared by the stage's tasks.
 	Lag *LagBoard
 
 	prog    *shuffle.Progress
@@ -167,6 +167,6 @@ func (l *LagBoard) report(env *Env, src int32, t int64, ok bool) {
 	}
 	l.Gauge.DeletePartialMatch(prometheus.Labels{"stream": env.Name})
 	if found {
-		l.Gauge.WithLabelValues(env.Name, strconv.Itoa(int(worst.src))).Set(float64(l.Now().UnixMilli() - worst.t))
+		l.Gauge.WithLabelValues(env.Name, strconv.Itoa(int(worst.src))).Set(float64(l.Now().UnixMilli()-worst.t) / 1000)
 	}
 }

@@ -20,6 +20,21 @@ type Metrics struct {
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
 	ConsumerLag         *prometheus.GaugeVec
+
+	// The repartition hop's family (seed: monitoring the hop), by hop
+	// (its internal topic) and internal partition: its output
+	// distribution, where one dominant partition is a hot key.
+	RepRecordsOut *prometheus.CounterVec
+	RepBytesOut   *prometheus.CounterVec
+	RepNullKeys   *prometheus.CounterVec
+	// The combine hop's family: partials and markers shipped, by stream
+	// and internal partition.
+	CombinePartialsOut *prometheus.CounterVec
+	CombineBytesOut    *prometheus.CounterVec
+	CombineMarkersOut  *prometheus.CounterVec
+
+	hops *hopLag
+	late *lateLog // rate-limits the log of late rows
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -41,13 +56,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "turbine_null_event_time_total", Help: "Input rows without an event time (NULL or missing), by the on_error policy that handled them.",
 		}, []string{"stream", "policy"}),
 		Watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "turbine_watermark_ms", Help: "A stream's event-time watermark (epoch millis).",
+			Name: "turbine_watermark_timestamp_seconds", Help: "A stream's event-time watermark (seconds since the epoch).",
 		}, []string{"stream"}),
 		WatermarkLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "turbine_watermark_lag_ms", Help: "Wall clock minus the stream's watermark.",
+			Name: "turbine_watermark_lag_seconds", Help: "Wall clock minus the stream's watermark, in seconds.",
 		}, []string{"stream"}),
 		BatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "turbine_batch_seconds", Help: "Time to process one fetched batch, commit included.",
+			Name: "turbine_batch_duration_seconds", Help: "Time to process one fetched batch, commit included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"stream"}),
 		OpenGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -60,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
 		}, []string{"stream"}),
 		CombineLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "turbine_combine_min_watermark_lag_ms", Help: "Wall clock minus the event time of the slowest source partition a combine merge stage waits on, named by label.",
+			Name: "turbine_combine_min_watermark_lag_seconds", Help: "Wall clock minus the event time of the slowest source partition a combine merge stage waits on (named by label), in seconds.",
 		}, []string{"stream", "source_partition"}),
 		IdlePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turbine_idle_partitions", Help: "Input partitions idle (nothing to read for idle_timeout) and not holding the watermark back.",
@@ -70,6 +85,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "turbine_input_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
 	}, []string{"stream", "topic", "partition"})
 	reg.MustRegister(m.ConsumerLag)
+	m.RepRecordsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_repartition_records_out_total", Help: "Records a repartition hop wrote, per internal partition: one dominant partition is a hot key.",
+	}, []string{"hop", "partition"})
+	m.RepBytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_repartition_bytes_out_total", Help: "Value bytes a repartition hop wrote, per internal partition.",
+	}, []string{"hop", "partition"})
+	m.RepNullKeys = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_repartition_null_keys_total", Help: "Rows a repartition hop re-emitted without a value in the column it re-keys by (one group, on partition 0).",
+	}, []string{"hop"})
+	m.CombinePartialsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_combine_partials_out_total", Help: "Partial accumulators a combine's pre-aggregation shipped, per internal partition.",
+	}, []string{"stream", "partition"})
+	m.CombineBytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_combine_bytes_out_total", Help: "Bytes of partial accumulators a combine's pre-aggregation shipped, per internal partition.",
+	}, []string{"stream", "partition"})
+	m.CombineMarkersOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_combine_markers_out_total", Help: "Watermark markers a combine's pre-aggregation sent to its merge stage.",
+	}, []string{"stream"})
+	m.late = newLateLog()
+	m.hops = &hopLag{lag: m.ConsumerLag, names: map[string]bool{}}
+	reg.MustRegister(m.RepRecordsOut, m.RepBytesOut, m.RepNullKeys, m.CombinePartialsOut, m.CombineBytesOut, m.CombineMarkersOut, m.hops)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
 		m.RecoveredTimers, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
@@ -92,4 +128,17 @@ func (m *Metrics) Forget(stream string) {
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)
 	m.ConsumerLag.DeletePartialMatch(l)
+	m.CombinePartialsOut.DeletePartialMatch(l)
+	m.CombineBytesOut.DeletePartialMatch(l)
+	m.CombineMarkersOut.DeletePartialMatch(l)
+}
+
+// ForgetHop drops a stopped repartition hop's series.
+func (m *Metrics) ForgetHop(hop string) {
+	l := prometheus.Labels{"hop": hop}
+	m.RepRecordsOut.DeletePartialMatch(l)
+	m.RepBytesOut.DeletePartialMatch(l)
+	m.RepNullKeys.DeletePartialMatch(l)
+	m.ConsumerLag.DeletePartialMatch(prometheus.Labels{"stream": hop})
+	m.hops.forget(hop)
 }

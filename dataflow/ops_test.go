@@ -692,3 +692,37 @@ func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
 		t.Fatal("a dead letter whose transaction committed was written again")
 	}
 }
+
+// TestHashAggEarlyFiresOnlyChanged: EMIT EVERY writes a window again only
+// when it changed since its last early fire; an unchanged one is not
+// re-sent, and its final pane still comes at the close.
+func TestHashAggEarlyFiresOnlyChanged(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	r := newRig(t, nil, 0, 1, aggChain(p, "", time.Second)...)
+	fire := func() []map[string]any {
+		t.Helper()
+		r.now = r.now.Add(time.Second)
+		r.watermark(0, false)
+		return values(t, r.out.take())
+	}
+	r.feed(ev(0, 0, "a,x,1,1", "b,x,1,12"))
+	if got := fire(); len(got) != 2 {
+		t.Fatalf("first early fire: %v, want both windows", got)
+	}
+	if got := fire(); len(got) != 0 {
+		t.Fatalf("nothing changed, yet the early fire wrote %v", got)
+	}
+	r.feed(ev(0, 2, "a,x,5,2"))
+	got := fire()
+	if len(got) != 1 || got[0]["k"] != "a" || got[0]["total"].(float64) != 6 || got[0]["is_final"] != false {
+		t.Fatalf("after a row of [0,10): %v, want only that window, with a's new total", got)
+	}
+	r.watermark(10_000, false)
+	got = values(t, r.out.take())
+	if len(got) != 1 || got[0]["k"] != "a" || got[0]["is_final"] != true {
+		t.Fatalf("close of [0,10): %v", got)
+	}
+	if got := fire(); len(got) != 0 {
+		t.Fatalf("[10,20) did not change: %v", got)
+	}
+}

@@ -47,6 +47,7 @@ type PartialAgg struct {
 	minOff    map[int64]int64 // per window held: first offset of a row in it
 	applied   int64           // offsets below it were read before a restart: a replay
 	next      int64           // the next offset to read
+	out       *shipCounts     // turbine_combine_*_out
 }
 
 var (
@@ -61,6 +62,7 @@ func (c *PartialAgg) Due(now time.Time) bool {
 
 func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	c.env = env
+	c.out = newShipCounts(env, c.Partitions)
 	a, err := planner.NewAggregator(c.Plan, 0, 0)
 	if err != nil {
 		return err
@@ -138,6 +140,7 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 	}
 	if real > 0 {
 		c.env.Metrics.LateRows.WithLabelValues(c.env.Name, "dropped").Add(float64(real))
+		c.env.Metrics.late.note(c.env, int(real), "dropped")
 		c.env.Stats.Late.Add(int64(real))
 	}
 	return nil, nil
@@ -160,9 +163,12 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 	}
 	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
 	for _, part := range parts {
-		c.env.Out.Produce(ctx, &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),
-			Partition: state.PartitionFor(part.Key, c.Partitions)})
+		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),
+			Partition: state.PartitionFor(part.Key, c.Partitions)}
+		c.out.count(r)
+		c.env.Out.Produce(ctx, r)
 	}
+	c.out.flush()
 	for _, w := range closed {
 		delete(c.minOff, w)
 	}
@@ -170,6 +176,7 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 		c.shipped, c.hasShip = wm.WM, true
 	}
 	SendMarkers(ctx, c.env, c.Topic, c.Partitions, wm)
+	c.out.markers.Add(float64(c.Partitions))
 	return nil, nil
 }
 

@@ -158,6 +158,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		if m.HasClosed {
 			part.Restore(m.Closed)
 		}
+		part.OnIdle = idleLogger(log, cfg.Topic, p)
 		// Know the partition's end before the first fetch: a partition
 		// whose end is unknown would count as read to its end.
 		part.SawEnd(ends[p])
@@ -370,8 +371,8 @@ func (s *Stage) noteWatermark(p int32, wm Watermark) {
 	m := s.deps.Metrics
 	low, ok, idle := s.Watermark()
 	if ok {
-		m.Watermark.WithLabelValues(s.cfg.Name).Set(float64(low))
-		m.WatermarkLag.WithLabelValues(s.cfg.Name).Set(float64(s.now().UnixMilli() - low))
+		m.Watermark.WithLabelValues(s.cfg.Name).Set(float64(low) / 1000)
+		m.WatermarkLag.WithLabelValues(s.cfg.Name).Set(float64(s.now().UnixMilli()-low) / 1000)
 	}
 	m.IdlePartitions.WithLabelValues(s.cfg.Name).Set(float64(idle))
 }

@@ -62,6 +62,11 @@ type Result struct {
 	Tag     string // CommandComplete tag, e.g. "CREATE SOURCE", "SELECT 3"
 	// Notices are sent before the rows, one NoticeResponse each.
 	Notices []Notice
+	// Stream, when set, gives the rows instead of Rows, as they come
+	// (SUBSCRIBE); the wire layer closes it. Copy sends them as COPY TO
+	// STDOUT does (text format, one CopyData per row).
+	Stream RowStream
+	Copy   bool
 }
 
 // Type OIDs used by the engine. OIDInt2 and OIDFloat4 only occur as parameter

@@ -251,10 +251,30 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 
 	if p.result == nil {
 		var res *Result
+		streamed := false
 		err := c.runStatement(func(ctx context.Context) (err error) {
 			res, err = c.sess.Execute(ctx, st.sql, p.params)
-			return err
+			if err != nil || res == nil || res.Stream == nil {
+				return err
+			}
+			// A stream runs to its end in this one Execute, whatever its
+			// row limit: its rows are not there to be fetched later.
+			defer res.Stream.Close()
+			if err = checkShape(st, res); err != nil {
+				return err
+			}
+			streamed = true
+			c.sendNotices(res)
+			cols := st.columns
+			if res.Copy {
+				cols = res.Columns
+			}
+			return c.sendStream(ctx, res, cols, p.formats)
 		})
+		if streamed {
+			p.done = true
+			return err
+		}
 		if err == nil && res == nil {
 			err = newWireError(codeInternal, "backend returned no result")
 		}

@@ -44,9 +44,20 @@ func (c *conn) simpleQuery(sql string) {
 			continue
 		}
 		var res *Result
+		streamed := false
 		err := c.runStatement(func(ctx context.Context) (err error) {
 			res, err = c.sess.Execute(ctx, stmt, nil)
-			return err
+			if err != nil || res == nil || res.Stream == nil {
+				return err
+			}
+			// The rows come while the statement runs, under its context.
+			defer res.Stream.Close()
+			streamed = true
+			c.sendNotices(res)
+			if res.Columns != nil && !res.Copy {
+				c.sendRowDescription(res.Columns, nil)
+			}
+			return c.sendStream(ctx, res, res.Columns, nil)
 		})
 		if err == nil && res == nil {
 			err = newWireError(codeInternal, "backend returned no result")
@@ -54,6 +65,9 @@ func (c *conn) simpleQuery(sql string) {
 		if err != nil {
 			c.sendError(err)
 			return
+		}
+		if streamed {
+			continue
 		}
 		c.sendNotices(res)
 		if res.Columns != nil {

@@ -78,7 +78,7 @@ func TestCombineLatePartial(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !lagNamed(t, srv) {
 		if time.Now().After(deadline) {
-			t.Fatal("turbine_combine_min_watermark_lag_ms does not name a source partition")
+			t.Fatal("turbine_combine_min_watermark_lag_seconds does not name a source partition")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -99,7 +99,7 @@ func lagNamed(t *testing.T, srv *Server) bool {
 		t.Fatal(err)
 	}
 	for _, f := range fams {
-		if f.GetName() != "turbine_combine_min_watermark_lag_ms" {
+		if f.GetName() != "turbine_combine_min_watermark_lag_seconds" {
 			continue
 		}
 		for _, m := range f.GetMetric() {

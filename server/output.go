@@ -46,6 +46,7 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 			}
 		}
 	}
+	def.Windowed = p.Aggregate && p.Window != nil
 	if p.Aggregate && p.Window == nil && len(p.Keys) > 0 {
 		def.Upsert = true
 		def.PrimaryKey = primaryKey(p)

@@ -26,7 +26,11 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
+	if len(entries) > 0 {
+		s.log.Info("restoring the catalog", "records", len(entries), "topic", clog.topic)
+	}
+	for i, e := range entries {
+		s.log.Info("restoring", "object", e.kind+"/"+e.name, "step", i+1, "of", len(entries))
 		switch catalog.Kind(e.kind) {
 		case catalog.KindSource, catalog.KindStream, catalog.KindUser:
 		default:
@@ -41,6 +45,9 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
 				"topic", clog.topic, "offset", e.offset, "key", e.kind+"/"+e.name, "statement", clip(e.sql, 200), "err", err)
 			s.markFailed(failedObject{kind: e.kind, name: e.name, err: err.Error(), offset: e.offset})
 		}
+	}
+	if len(entries) > 0 {
+		s.log.Info("catalog restored", "records", len(entries), "failed", len(s.failedObjects()))
 	}
 	return nil
 }

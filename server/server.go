@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
@@ -149,9 +150,11 @@ type Server struct {
 	brokerKnown bool
 	brokerErr   error
 	brokerGauge prometheus.Gauge
-	bgCancel    context.CancelFunc // the server's background work
-	failedMu    sync.Mutex
-	failed      map[string]failedObject // catalog records replay could not apply, by key
+	// subscriptions counts open SUBSCRIBEs (COPY, bare, cursors).
+	subscriptions prometheus.Gauge
+	bgCancel      context.CancelFunc // the server's background work
+	failedMu      sync.Mutex
+	failed        map[string]failedObject // catalog records replay could not apply, by key
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -222,6 +225,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
+	s.subscriptions = newSubscriptionsGauge(reg)
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
@@ -232,6 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", s.healthz)
 		mux.HandleFunc("/readyz", s.readyz)
+		mux.Handle("/", console.Handler(newConsoleSource(s)))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}

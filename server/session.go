@@ -32,13 +32,18 @@ type session struct {
 	// stmtCtx is the running Execute's context (nil otherwise), for
 	// catalog functions that wait (pg_sleep).
 	stmtCtx context.Context
+	// cursors are the session's DECLAREd SUBSCRIBEs, by name.
+	cursors map[string]*cursor
 }
 
 // StatementContext makes the session a pgcat.StatementContext.
 func (s *session) StatementContext() context.Context { return s.stmtCtx }
 
 func (s *session) Split(text string) []string { return sql.Split(text) }
-func (s *session) Close()                     {}
+
+// Close ends the session's subscriptions: a client that disconnects
+// frees its Kafka readers.
+func (s *session) Close() { s.closeCursors(false) }
 
 // Describe plans a statement without running it. Parameters are bound as
 // NULL for planning; their types are reported unknown.
@@ -67,6 +72,14 @@ func (s *session) Describe(ctx context.Context, text string) (*pgwire.Descriptio
 			return nil, classify(err)
 		}
 		cols = resultColumns(p)
+	} else if sub, ok := stmt.(*sql.Subscribe); ok {
+		if cols, err = s.srv.subscribeColumns(sub.Name); err != nil {
+			return nil, err
+		}
+	} else if f, ok := stmt.(*sql.Fetch); ok {
+		if cols, err = s.cursorColumns(f.Cursor); err != nil {
+			return nil, err
+		}
 	} else if cols, err = s.srv.columnsOf(stmt, bound); err != nil {
 		return nil, err
 	}
@@ -111,6 +124,9 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 		return s.set(st)
 	case *sql.Noop:
 		s.trackTx(st.Tag)
+		if st.Tag == "COMMIT" || st.Tag == "ROLLBACK" {
+			s.closeCursors(true)
+		}
 	}
 	if err := s.srv.authorize(s.user, stmt); err != nil {
 		return nil, err
@@ -119,6 +135,14 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	switch st := stmt.(type) {
 	case *sql.DropUser: // needs to know who asks
 		res, err = s.srv.dropUser(st, s.user)
+	case *sql.Subscribe, *sql.CopyOut:
+		res, err = s.subscribe(ctx, st)
+	case *sql.DeclareCursor:
+		res, err = s.declareCursor(ctx, st)
+	case *sql.Fetch:
+		res, err = s.fetchCursor(ctx, st)
+	case *sql.CloseCursor:
+		res, err = s.closeCursor(st)
 	case *sql.Select: // reads the system catalog as this session
 		res, err = s.query(ctx, st, bound)
 	case *sql.Explain:
@@ -133,7 +157,35 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	if err != nil {
 		return nil, classify(err)
 	}
+	s.srv.logDDL(stmt, res, s.user)
 	return res, nil
+}
+
+// logDDL writes one info line per statement that changes the catalog.
+// Passwords never reach the log: users are named, not their statements.
+func (s *Server) logDDL(stmt sql.Statement, res *pgwire.Result, user string) {
+	var name string
+	switch st := stmt.(type) {
+	case *sql.CreateSource:
+		name = st.Name
+	case *sql.CreateStream:
+		name = st.Name
+	case *sql.Drop:
+		name = st.Name
+	case *sql.AlterStream:
+		name = st.Name
+	case *sql.AlterSource:
+		name = st.Name
+	case *sql.CreateUser:
+		name = st.Name
+	case *sql.AlterUser:
+		name = st.Name
+	case *sql.DropUser:
+		name = st.Name
+	default:
+		return
+	}
+	s.log.Info("DDL", "statement", statementName(stmt), "object", name, "result", res.Tag, "user", user)
 }
 
 // classify gives engine errors their SQLSTATE where they do not carry one.

@@ -298,7 +298,16 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		return nil, err
 	}
 	r.final = st
+	s.log.Info("plan chosen", "stream", def.Name, "strategy", p.Strategy, "rule", p.Rule, "reason", p.Reason)
+	s.log.Info("stream started", "stream", def.Name, "input", def.Input, "output", def.Topic, "partitions", spec.nIn,
+		"restored_partitions", restored(st), "strategy", p.Strategy)
 	return r, nil
+}
+
+// restored is how many of a stage's partitions resumed from state (an
+// offset committed before), for the start line of the log.
+func restored(st *dataflow.Stage) int {
+	return st.Resumed()
 }
 
 // stop stops the stream's stages (the shared hop when it was the last
@@ -307,6 +316,7 @@ func (r *stream) stop(s *Server) {
 	if r.final != nil {
 		r.final.Stop()
 		r.final = nil
+		s.log.Info("stream stopped", "stream", r.def.Name)
 	}
 	if r.pre != nil {
 		r.pre.Stop()
@@ -379,6 +389,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	}
 	h.stage, h.cfg = st, cfg
 	s.hops[topic] = h
+	s.log.Info("repartition hop started", "hop", topic, "source", src.Topic, "by", column, "partitions", nOut, "restored_partitions", st.Resumed())
 	return h, nil
 }
 
@@ -414,6 +425,8 @@ func (s *Server) releaseHop(h *sharedHop) {
 	}
 	h.stage.Stop()
 	delete(s.hops, h.topic)
+	s.log.Info("repartition hop stopped", "hop", h.topic)
+	s.metrics.ForgetHop(h.topic)
 }
 
 // restartStream stops a stream and starts it again from its state (ALTER

@@ -163,6 +163,21 @@ func (p *stmtParser) statement() (Statement, error) {
 	case t.Is("FLUSH"):
 		p.next()
 		return &Flush{}, p.atEnd()
+	case t.Is("SUBSCRIBE"):
+		p.next()
+		st, err := p.subscribe()
+		if err != nil {
+			return nil, err
+		}
+		return st, p.atEnd()
+	case t.Is("COPY"):
+		return p.copyStatement()
+	case t.Is("DECLARE"):
+		return p.declare()
+	case t.Is("FETCH"):
+		return p.fetch()
+	case t.Is("CLOSE"):
+		return p.closeCursor()
 	case t.Is("SHOW"):
 		p.next()
 		switch {

@@ -27,6 +27,10 @@ type Partition struct {
 	IdleTimeout time.Duration
 	Now         Clock
 	Peers       *Peers // nil: no peers
+	// OnIdle, when set, hears the partition go idle on its timeout (true)
+	// and come back with data (false); FLUSH's passing idleness is not
+	// reported, it would be a pair of lines at every FLUSH.
+	OnIdle func(idle bool)
 
 	Next    int64 // next offset to read
 	End     int64 // log end offset last seen
@@ -83,6 +87,9 @@ func (p *Partition) Read(next, maxTime int64, hasTime bool) {
 		p.publish()
 	}
 	p.lastData = p.Now()
+	if p.idle && p.OnIdle != nil {
+		p.OnIdle(false)
+	}
 	p.idle, p.flushIdle = false, false
 }
 
@@ -116,6 +123,9 @@ func (p *Partition) ConfirmIdle(freshEnd int64) {
 		return
 	}
 	p.idle, p.idleSince = true, p.lastData.Add(p.IdleTimeout)
+	if p.OnIdle != nil {
+		p.OnIdle(true)
+	}
 }
 
 // FlushedTo marks the partition read to target by a FLUSH: if it is there,

@@ -103,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if !srv.Embedded() {
 		kafkaDesc = "Kafka at " + strings.Join(srv.KafkaAddrs(), ",")
 	}
-	fmt.Fprintf(stdout, "TurbineSQL %s\n  pgwire:  %s   (psql -h %s -p %s -U turbine turbine)\n  http:    http://%s/metrics /healthz /readyz\n  kafka:   %s\n  data:    %s\n",
+	fmt.Fprintf(stdout, "TurbineSQL %s\n  pgwire:  %s   (psql -h %s -p %s -U turbine turbine)\n  http:    http://%s/ (console) /metrics /healthz /readyz\n  kafka:   %s\n  data:    %s\n",
 		version, srv.PGAddr(), hostOf(srv.PGAddr()), portOf(srv.PGAddr()), srv.HTTPAddr(), kafkaDesc, cfg.DataDir)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down: cancelling running statements, finishing in-flight batches and persisting state")
