@@ -263,6 +263,7 @@ func (s *Stage) watch(ctx context.Context) {
 	for t, n := range s.cfg.Watch {
 		counts[t] = n
 	}
+	gone := map[string]int{} // topics missing from metadata, checks in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -271,7 +272,17 @@ func (s *Stage) watch(ctx context.Context) {
 		}
 		for topic, was := range counts {
 			n, err := s.deps.Kafka.Partitions(ctx, topic)
-			if err != nil || n == 0 || n == was {
+			if err == nil && n == 0 {
+				// Twice in a row, so a metadata answer from a broker still
+				// catching up is not taken for a deletion.
+				if gone[topic]++; gone[topic] >= 2 {
+					s.fail(fmt.Errorf("%w: %s (DROP the stream, or create the topic again and ALTER STREAM ... RESTART)", ErrTopicGone, topic))
+					return
+				}
+				continue
+			}
+			delete(gone, topic)
+			if err != nil || n == was {
 				continue
 			}
 			s.deps.Log.Info("input topic changed its partition count", "stage", s.cfg.Name, "topic", topic, "partitions", n, "was", was)
@@ -392,6 +403,10 @@ func (s *Stage) Watermark() (wm int64, ok bool, idle int) {
 	}
 	return wm, ok, idle
 }
+
+// ErrTopicGone fails a stage whose input topic (or a topic it depends on)
+// was deleted: reading it would wait forever.
+var ErrTopicGone = errors.New("input topic no longer exists")
 
 // ErrStopped answers a FLUSH sent to a stage that stopped.
 var ErrStopped = errors.New("stopped")
