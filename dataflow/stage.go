@@ -104,6 +104,10 @@ type StageConfig struct {
 	// the state's last write.
 	TxnID         func(p int32) string
 	ProgressTopic string
+	// Holder names this process in every commit's progress (a random
+	// number per server run), so a server whose commit failed can tell
+	// whether another one has committed the stage's partitions since.
+	Holder uint64
 	// OnFail is called once, on its own goroutine, when the stage fails:
 	// an error that is a *TxnAborted can be cured by starting the stage
 	// again from its state.

@@ -149,7 +149,7 @@ func (t *task) commitTxn(ctx context.Context, wm Watermark) error {
 	}{t.st.cfg.Topic, t.p, t.part.Next, wm.WM})
 	err := t.txn.Commit(ctx, kafkaio.TxnCommit{
 		Group: t.st.cfg.Group, Topic: t.st.cfg.Topic, Partition: t.p, Offset: t.part.Next,
-		Metadata: encodeProgress(wm),
+		Metadata: encodeProgress(wm, t.st.cfg.Holder),
 		Progress: &kafkaio.Record{Topic: t.st.cfg.ProgressTopic, Key: []byte(id), Value: prog},
 	})
 	if err != nil {
@@ -163,29 +163,40 @@ func (t *task) commitTxn(ctx context.Context, wm Watermark) error {
 // offset.
 const progressVersion = "turbine1"
 
-// encodeProgress is the watermark the operators were given at a commit, as
-// the metadata of the commit's offset.
-func encodeProgress(wm Watermark) string {
+// encodeProgress is the watermark the operators were given at a commit,
+// and the process that committed it, as the metadata of the commit's
+// offset.
+func encodeProgress(wm Watermark, holder uint64) string {
 	b := func(v bool) string {
 		if v {
 			return "1"
 		}
 		return "0"
 	}
-	return fmt.Sprintf("%s wm=%d has=%s flush=%s idle=%s now=%d", progressVersion, wm.WM, b(wm.Has), b(wm.Flush), b(wm.Idle), wm.Now.UnixMilli())
+	return fmt.Sprintf("%s wm=%d has=%s flush=%s idle=%s now=%d holder=%d", progressVersion, wm.WM, b(wm.Has), b(wm.Flush), b(wm.Idle), wm.Now.UnixMilli(), holder)
 }
 
 func decodeProgress(s string) (Watermark, error) {
+	wm, _, err := parseProgress(s)
+	return wm, err
+}
+
+// parseProgress reads a commit's metadata: the watermark and the holder.
+func parseProgress(s string) (Watermark, uint64, error) {
 	f := strings.Fields(s)
 	if len(f) == 0 || f[0] != progressVersion {
-		return Watermark{}, fmt.Errorf("offset metadata %q is not a turbine progress", s)
+		return Watermark{}, 0, fmt.Errorf("offset metadata %q is not a turbine progress", s)
 	}
 	var wm Watermark
+	var holder uint64
 	for _, kv := range f[1:] {
 		k, v, _ := strings.Cut(kv, "=")
 		n, err := strconv.ParseInt(v, 10, 64)
+		if k == "holder" {
+			holder, err = strconv.ParseUint(v, 10, 64)
+		}
 		if err != nil {
-			return Watermark{}, fmt.Errorf("offset metadata %q: %s: %w", s, k, err)
+			return Watermark{}, 0, fmt.Errorf("offset metadata %q: %s: %w", s, k, err)
 		}
 		switch k {
 		case "wm":
@@ -200,7 +211,23 @@ func decodeProgress(s string) (Watermark, error) {
 			wm.Now = time.UnixMilli(n)
 		}
 	}
-	return wm, nil
+	return wm, holder, nil
+}
+
+// TakenOver reports whether a process other than holder committed one of
+// the offsets (read from a stage's consumer group) after since: what
+// tells a server whose commit failed that another server with the same
+// app id runs its tasks now, so it must not start them again (that would
+// fence the other one in turn). Commits of holder's own earlier runs are
+// older than since.
+func TakenOver(committed map[int32]kafkaio.Committed, holder uint64, since time.Time) (uint64, bool) {
+	for _, c := range committed {
+		wm, h, err := parseProgress(c.Metadata)
+		if err == nil && h != 0 && h != holder && wm.Now.After(since) {
+			return h, true
+		}
+	}
+	return 0, false
 }
 
 // switchOut is a task's producer as its operators see it: while the task

@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/shuffle"
 )
 
 // Exactly-once commits that Kafka did not take (dataflow.TxnAborted: a
@@ -77,6 +81,16 @@ func (s *Server) recoverStream(name string, err error) {
 	if !current {
 		return // dropped or restarted meanwhile
 	}
+	if holder, taken := s.takenOver(ctx, r.def.Name, r.plan, r.started); taken {
+		// Starting it again would fence the other server in turn.
+		s.log.Error("another server with the same app id runs this exactly-once stream now; this one stays stopped", "stream", name, "other", holder)
+		s.mu.Lock()
+		if s.streams[name] == r {
+			r.err = fmt.Errorf("%w: another server with the same app id (instance %d) committed this stream's input since; this one stopped it", kafkaio.ErrFenced, holder)
+		}
+		s.mu.Unlock()
+		return
+	}
 	if err := s.restartStream(ctx, name); err != nil {
 		s.log.Error("exactly-once stream could not restart", "stream", name, "err", err)
 	}
@@ -103,6 +117,12 @@ func (s *Server) recoverHop(h *sharedHop, err error) {
 	if s.hops[h.topic] != h || h.stage.Err() == nil {
 		return // released or restarted meanwhile
 	}
+	if committed, cerr := s.kafka.StableOffsets(ctx, h.cfg.Group, h.cfg.Topic); cerr == nil {
+		if holder, taken := dataflow.TakenOver(committed, s.instance, h.started); taken {
+			s.log.Error("another server with the same app id runs this exactly-once repartition hop now; this one stays stopped", "hop", h.topic, "other", holder)
+			return
+		}
+	}
 	h.stage.Stop()
 	st, serr := dataflow.StartStage(ctx, h.cfg, s.deps())
 	if serr != nil {
@@ -111,7 +131,34 @@ func (s *Server) recoverHop(h *sharedHop, err error) {
 		s.log.Error("exactly-once repartition hop could not restart", "hop", h.topic, "err", serr)
 		return
 	}
-	h.stage = st
+	h.stage, h.started = st, time.Now()
+}
+
+// takenOver reports whether another server committed one of the stream's
+// stages' offsets since the stream started here (the final stage's group,
+// and a combine's pre-aggregation's).
+func (s *Server) takenOver(ctx context.Context, name string, p *planner.Plan, since time.Time) (uint64, bool) {
+	groups := map[string]string{s.groupName(name): ""}
+	if p != nil && p.Input != nil {
+		topic := p.Input.Topic
+		if p.Strategy == planner.StrategyCombine {
+			cmb := combineTopic(s.cfg.AppID, topic, name)
+			groups[cmb], topic = topic, cmb
+		} else if p.Strategy == planner.StrategyRepartition {
+			topic = shuffle.RepartitionTopic(s.cfg.AppID, topic, []string{p.RepartitionBy})
+		}
+		groups[s.groupName(name)] = topic
+	}
+	for group, topic := range groups {
+		committed, err := s.kafka.StableOffsets(ctx, group, topic)
+		if err != nil {
+			continue
+		}
+		if holder, taken := dataflow.TakenOver(committed, s.instance, since); taken {
+			return holder, true
+		}
+	}
+	return 0, false
 }
 
 // failing reports whether the stream is listed as failed.

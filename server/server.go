@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/turbinesql/turbinesql/internal/dirlock"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -117,18 +118,20 @@ type Server struct {
 	// recovering paces the restarts of exactly-once streams whose
 	// transactions Kafka did not take (recover.go).
 	recovering recoveries
-	dirLock    *dirlock.Lock // this server's hold on cfg.DataDir
-	log        *slog.Logger
-	broker     *kafkaio.Embedded
-	kafka      *kafkaio.Client
-	store      *state.Store
-	cat        *catalog.Catalog
-	reg        *prometheus.Registry
-	metrics    *dataflow.Metrics
-	pg         *pgwire.Server
-	pgLn       net.Listener
-	http       *http.Server
-	httpLn     net.Listener
+	// instance names this server run in exactly-once commits (random).
+	instance uint64
+	dirLock  *dirlock.Lock // this server's hold on cfg.DataDir
+	log      *slog.Logger
+	broker   *kafkaio.Embedded
+	kafka    *kafkaio.Client
+	store    *state.Store
+	cat      *catalog.Catalog
+	reg      *prometheus.Registry
+	metrics  *dataflow.Metrics
+	pg       *pgwire.Server
+	pgLn     net.Listener
+	http     *http.Server
+	httpLn   net.Listener
 
 	mu      sync.Mutex // guards streams, hops and DDL
 	streams map[string]*stream
@@ -172,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
 		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{},
-		letters: dataflow.NewDeadLetters()}
+		letters: dataflow.NewDeadLetters(), instance: rand.Uint64()>>1 + 1}
 	pgOpts, err := s.pgwireSecurity()
 	if err != nil {
 		return nil, err

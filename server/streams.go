@@ -31,7 +31,10 @@ type stream struct {
 	hop   *sharedHop      // repartition: the shared hop in front
 	pre   *dataflow.Stage // combine: the pre-aggregation stage
 	final *dataflow.Stage // the stage that writes the output
-	err   error           // it could not start (final is nil)
+	err   error           // it could not start (final is nil), or was taken over
+	// started is when its stages started (exactly-once: commits of another
+	// server after it mean this one was fenced).
+	started time.Time
 }
 
 // streamSpec is the partition counts a stream was started with.
@@ -59,6 +62,8 @@ type sharedHop struct {
 	// it is).
 	cfg dataflow.StageConfig
 	eos bool
+	// started is when the hop's stage last started.
+	started time.Time
 }
 
 // status is what SHOW STREAMS prints of a stream's health: running, or
@@ -129,6 +134,7 @@ func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) err
 	group := cfg.Group
 	cfg.TxnID = func(p int32) string { return group + "-" + strconv.Itoa(int(p)) }
 	cfg.ProgressTopic = topic
+	cfg.Holder = s.instance
 	return nil
 }
 
@@ -190,7 +196,7 @@ func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
 
 // startStream starts the stages of a stream.
 func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
-	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
+	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}, started: s.clock()}
 	tsIdx, delay, idle := inputTime(p)
 	maxOut, err := s.kafka.MaxMessageBytes(ctx, def.Topic)
 	if err != nil {
@@ -376,7 +382,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 			}
 		},
 	}
-	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos}
+	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos, started: s.clock()}
 	if eos {
 		if err := s.exactlyOnce(ctx, &cfg); err != nil {
 			return nil, err
@@ -413,7 +419,7 @@ func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
 		}
 		return fmt.Errorf("repartition hop %s, exactly-once: %w", h.topic, err)
 	}
-	h.stage, h.cfg, h.eos = st, cfg, true
+	h.stage, h.cfg, h.eos, h.started = st, cfg, true, s.clock()
 	return nil
 }
 
