@@ -59,9 +59,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		return nil, fmt.Errorf("start %s: %w", c.bin, err)
 	}
 	s := &server{cmd: cmd, exited: make(chan struct{})}
-	// The banner names the pgwire address ("pgwire: ADDR") and the metrics
-	// URL (a word http://.../metrics), on ports picked by the kernel; both
-	// are set before ready closes.
+	// The banner names the pgwire address ("pgwire: ADDR") and the HTTP
+	// address (a word http://...), on ports picked by the kernel; both are
+	// set before ready closes.
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -74,8 +74,10 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 				switch {
 				case w == "pgwire:" && i+1 < len(f):
 					pg = f[i+1]
-				case strings.HasPrefix(w, "http://") && strings.HasSuffix(w, "/metrics"):
-					metrics = w
+				case strings.HasPrefix(w, "http://") && metrics == "":
+					// The HTTP address (the console at /, or /metrics
+					// itself): the metrics are at /metrics on it.
+					metrics = strings.TrimSuffix(strings.TrimSuffix(w, "/metrics"), "/") + "/metrics"
 				}
 			}
 			if pg != "" && metrics != "" && s.pgAddr == "" {
