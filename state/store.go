@@ -424,7 +424,7 @@ func (s *Store) Plan(stream, name string) (string, error) {
 
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
-	for _, k := range []byte{prefixAcc, prefixPart, prefixPlan, prefixTask} {
+	for _, k := range []byte{prefixAcc, prefixGroup, prefixPart, prefixPlan, prefixTask} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)

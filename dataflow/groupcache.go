@@ -1,0 +1,100 @@
+package dataflow
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// CacheBudget is the server-wide memory for aggregation groups
+// (--state-cache-mb): each task of a cached aggregation holds at most an
+// equal share of it in memory, the rest only in Pebble. Shares follow the
+// number of tasks running.
+type CacheBudget struct {
+	bytes int64
+	tasks atomic.Int64
+}
+
+// NewCacheBudget is a budget of mb megabytes; nil (unlimited) when mb <= 0.
+func NewCacheBudget(mb int) *CacheBudget {
+	if mb <= 0 {
+		return nil
+	}
+	return &CacheBudget{bytes: int64(mb) << 20}
+}
+
+// share is one task's part of the budget.
+func (b *CacheBudget) share() int64 { return b.bytes / max(b.tasks.Load(), 1) }
+
+// groupStore is what a cached aggregation needs of the state store.
+type groupStore interface {
+	NewPending(stream string) *state.Pending
+	GroupWindows(stream string) ([]int64, error)
+	MoveAccsToGroups(stream string, groups []uint16) (int, error)
+}
+
+// slotOverhead is the memory of a group in the grouper beyond its key and
+// accumulators: its slot description, key-table entry (at the table's
+// load), slot list entry and marks.
+const slotOverhead = 120
+
+// groupCache is a HashAgg's link to its groups in Pebble: the groups it
+// evicted since the last commit (pending, written with that commit) and
+// the reads of the groups not in memory (exec.GroupStore).
+type groupCache struct {
+	pending *state.Pending
+	groups  []uint16
+	budget  *CacheBudget // nil: unlimited (nothing is evicted)
+	// slotBytes estimates a group's memory: slotOverhead plus the mean
+	// size of its key and encoded accumulators, learned from evictions.
+	slotBytes int64
+}
+
+var _ exec.GroupStore = (*groupCache)(nil)
+
+func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) error) error {
+	rs := make([]state.GroupRef, len(refs))
+	for i, r := range refs {
+		rs[i] = state.GroupRef{Window: r.Window, KG: r.KG, Key: r.Key}
+	}
+	if err := g.pending.Load(rs, found); err != nil {
+		return fmt.Errorf("read groups from state: %w", err)
+	}
+	return nil
+}
+
+func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
+	return g.pending.Put(ref.Window, ref.KG, ref.Key, val)
+}
+
+func (g *groupCache) Scan(window int64) exec.GroupCursor {
+	return g.pending.ScanWindow(window, g.groups)
+}
+
+// maxGroups is how many groups the task may hold in memory now: its share
+// less what its pending evictions take, over a group's estimated size;
+// never below a floor that lets a batch make progress.
+func (g *groupCache) maxGroups() int {
+	avail := g.budget.share() - int64(g.pending.Bytes())
+	return int(max(avail/g.slotBytes, 64))
+}
+
+// evict brings the groups in memory back within the task's share.
+func (g *groupCache) evict(a *exec.Aggregator) error {
+	if g.budget == nil {
+		return nil
+	}
+	limit := g.maxGroups()
+	if a.Table.Len() <= limit {
+		return nil
+	}
+	// A tenth below the limit, so eviction runs once per many batches,
+	// not on every one.
+	mean, err := a.EvictTo(limit - limit/10)
+	if mean > 0 {
+		g.slotBytes = (3*g.slotBytes + slotOverhead + int64(mean)) / 4
+	}
+	return err
+}
