@@ -81,6 +81,24 @@ func (g *groupCache) maxGroups() int {
 	return int(max(avail/g.slotBytes, 64))
 }
 
+// maxPending bounds the evicted groups a commit writes at once. Pebble
+// turns a commit batch larger than half a memtable into a "flushable
+// batch" that every read then binary-searches until it is flushed: a miss
+// in such a batch costs several times one in the memtable. 8 MB keeps
+// commits well below that (the memtable is 64 MB).
+const maxPending = 8 << 20
+
+// pendingDue reports whether the evicted groups should be committed now:
+// they take a quarter of the task's share, or maxPending. They stay in
+// memory until a commit writes them.
+func (g *groupCache) pendingDue() bool {
+	if g.budget == nil {
+		return false
+	}
+	n := int64(g.pending.Bytes())
+	return n > maxPending || n > g.budget.share()/4
+}
+
 // evict brings the groups in memory back within the task's share.
 func (g *groupCache) evict(a *exec.Aggregator) error {
 	if g.budget == nil {

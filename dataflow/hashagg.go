@@ -527,10 +527,9 @@ func (h *HashAgg) Close() {
 }
 
 // Due asks for a commit when an early fire is due, or when the groups
-// evicted since the last commit take half the task's cache share: they
-// stay in memory until a commit writes them.
+// evicted since the last commit are due to be written (pendingDue).
 func (h *HashAgg) Due(now time.Time) bool {
-	if h.cache != nil && h.Cache != nil && int64(h.cache.pending.Bytes()) > h.Cache.share()/2 {
+	if h.cache != nil && h.cache.pendingDue() {
 		return true
 	}
 	return h.EmitEvery > 0 && h.Plan.Window != nil && now.Sub(h.lastEarly) >= h.EmitEvery

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,12 +66,25 @@ func main() {
 	events := flag.Int("events", 0, "events per run (0: max(2 x keys, 2,000,000))")
 	commitRows := flag.Int("commit-rows", 500_000, "rows between commits (a task commits every second)")
 	child := flag.Bool("child", false, "run one configuration (internal)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of each run's ingest and close to this file (one configuration only)")
 	flag.Parse()
 	if *child {
+		if *profile != "" {
+			f, err := os.Create(*profile)
+			if err == nil {
+				err = pprof.StartCPUProfile(f)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "state:", err)
+				os.Exit(1)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		keys, _ := strconv.Atoi(*keysFlag)
 		cache, _ := strconv.Atoi(*cachesFlag)
 		r, err := run(keys, cache, *events, *commitRows)
 		if err != nil {
+			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "state:", err)
 			os.Exit(1)
 		}
@@ -86,7 +100,7 @@ func main() {
 	}
 	for _, k := range strings.Split(*keysFlag, ",") {
 		for _, c := range strings.Split(*cachesFlag, ",") {
-			cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows))
+			cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
 			if err != nil {
