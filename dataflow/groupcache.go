@@ -1,8 +1,10 @@
 package dataflow
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/state"
@@ -50,6 +52,30 @@ type groupCache struct {
 	// slotBytes estimates a group's memory: slotOverhead plus the mean
 	// size of its key and encoded accumulators, learned from evictions.
 	slotBytes int64
+	// stamped: each stored group starts with when it was last changed
+	// (ms, uvarint), for state_ttl.
+	stamped bool
+	now     func() time.Time
+	buf     []byte
+}
+
+// stamp prefixes a group's encoding with the time now when stored groups
+// are stamped.
+func (g *groupCache) stamp(val []byte) []byte {
+	if !g.stamped {
+		return val
+	}
+	g.buf = binary.AppendUvarint(g.buf[:0], uint64(g.now().UnixMilli()))
+	return append(g.buf, val...)
+}
+
+// unstamp is a stored group's encoding without its stamp.
+func (g *groupCache) unstamp(val []byte) []byte {
+	if !g.stamped {
+		return val
+	}
+	_, n := binary.Uvarint(val)
+	return val[max(n, 0):]
 }
 
 var _ exec.GroupStore = (*groupCache)(nil)
@@ -59,14 +85,14 @@ func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) er
 	for i, r := range refs {
 		rs[i] = state.GroupRef{Window: r.Window, KG: r.KG, Key: r.Key}
 	}
-	if err := g.pending.Load(rs, found); err != nil {
+	if err := g.pending.Load(rs, func(i int, val []byte) error { return found(i, g.unstamp(val)) }); err != nil {
 		return fmt.Errorf("read groups from state: %w", err)
 	}
 	return nil
 }
 
 func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
-	return g.pending.Put(ref.Window, ref.KG, ref.Key, val)
+	return g.pending.Put(ref.Window, ref.KG, ref.Key, g.stamp(val))
 }
 
 func (g *groupCache) Scan(window int64) exec.GroupCursor {

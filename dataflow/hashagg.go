@@ -46,6 +46,10 @@ type HashAgg struct {
 	Merge bool
 	// Cache bounds the memory of the groups (nil: unlimited).
 	Cache *CacheBudget
+	// StateTTL: an unwindowed aggregation forgets a group not changed for
+	// this long (processing time), emitting a tombstone for its key; 0:
+	// never (ttl.go).
+	StateTTL time.Duration
 
 	agg *exec.Aggregator
 	env *Env
@@ -62,6 +66,10 @@ type HashAgg struct {
 	// draining are cold windows' chunks handed on but perhaps not read
 	// to the end (their cursors are closed at the commit).
 	draining []func() (*exec.Batch, error)
+	// expired are groups the last state_ttl sweep removed, deleted from
+	// state at the next commit; lastSweep is when it ran.
+	expired   []exec.StateRef
+	lastSweep time.Time
 }
 
 var _ Op = (*HashAgg)(nil)
@@ -117,6 +125,10 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	}
 	h.cache = &groupCache{pending: gs.NewPending(env.State), groups: env.Groups(), budget: h.Cache,
 		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
+	if h.StateTTL > 0 && h.Plan.Window == nil {
+		h.cache.stamped, h.cache.now = true, env.Now
+		h.lastSweep = env.Now()
+	}
 	if h.Cache != nil {
 		h.Cache.tasks.Add(1)
 	}
@@ -308,7 +320,9 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 			// Changed groups evicted since the last commit: emitted
 			// before the hot ones, which are newer.
 			b, err := h.agg.PendingChanges(func(fn func(kg uint16, key, val []byte) error) error {
-				return h.cache.pending.Each(exec.NoWindow, fn)
+				return h.cache.pending.Each(exec.NoWindow, func(kg uint16, key, val []byte) error {
+					return fn(kg, key, h.cache.unstamp(val))
+				})
 			})
 			if err != nil {
 				return nil, err
@@ -323,6 +337,16 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 		}
 		if b != nil {
 			out.add(&Batch{Partition: h.env.Partition, Data: b, Keys: keys, Final: true})
+		}
+		if h.cache != nil && h.cache.stamped && wm.Now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL) {
+			h.lastSweep = wm.Now
+			tombs, err := h.sweep(wm.Now)
+			if err != nil {
+				return nil, err
+			}
+			if len(tombs) > 0 {
+				out.add(&Batch{Partition: h.env.Partition, Tombstones: tombs, Final: true})
+			}
 		}
 		return out.head, nil
 	}
@@ -490,6 +514,12 @@ func (h *HashAgg) commitCached(c *Commit) error {
 	if err := c.State.Absorb(h.cache.pending); err != nil {
 		return err
 	}
+	for _, ref := range h.expired {
+		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+			return err
+		}
+	}
+	h.expired = h.expired[:0]
 	if h.hasWM {
 		dels, cold := h.agg.ExpireCold(h.wm)
 		for _, ref := range dels {
@@ -505,7 +535,7 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		c.Closed, c.HasClosed = h.wm, true
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
-		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, val)
+		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, h.cache.stamp(val))
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
 	}); err != nil {
@@ -526,10 +556,11 @@ func (h *HashAgg) Close() {
 	}
 }
 
-// Due asks for a commit when an early fire is due, or when the groups
-// evicted since the last commit are due to be written (pendingDue).
+// Due asks for a commit when an early fire or a state_ttl sweep is due,
+// or when the groups evicted since the last commit are due to be written
+// (pendingDue).
 func (h *HashAgg) Due(now time.Time) bool {
-	if h.cache != nil && h.cache.pendingDue() {
+	if h.cache != nil && (h.cache.pendingDue() || h.cache.stamped && now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL)) {
 		return true
 	}
 	return h.EmitEvery > 0 && h.Plan.Window != nil && now.Sub(h.lastEarly) >= h.EmitEvery

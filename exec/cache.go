@@ -398,3 +398,38 @@ func (a *Aggregator) PendingChanges(each func(fn func(kg uint16, key, val []byte
 	}
 	return a.emit(tab, slots, 0, 0)
 }
+
+// ExpireGroup forgets the unwindowed group key whose stored copy has
+// expired (state_ttl), unless it changed since the last commit (then it
+// is not expired: the commit stores it anew). It reports whether the
+// group expired.
+func (a *Aggregator) ExpireGroup(key []byte) bool {
+	s, hot := a.Table.find(NoWindow, key)
+	if !hot {
+		return true
+	}
+	if a.Table.marked[s] {
+		return false
+	}
+	a.Table.evict(s)
+	return true
+}
+
+// KeyColumns decodes encoded group keys into the key columns of a batch
+// (the keys of groups with no rows to emit: expired ones).
+func (a *Aggregator) KeyColumns(keys [][]byte) (*Batch, error) {
+	out := &Batch{N: len(keys), Cols: make([]*Vec, len(a.KeyTypes))}
+	for j, kt := range a.KeyTypes {
+		out.Cols[j] = newVec(kt, len(keys))
+	}
+	for i, k := range keys {
+		vals, err := DecodeKey(k, a.KeyTypes)
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range vals {
+			setValue(out.Cols[j], i, v)
+		}
+	}
+	return out, nil
+}
