@@ -9,6 +9,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
 )
 
 // TestGroupCacheMetamorphic runs the same seeded input through an
@@ -32,11 +33,16 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 		sec := int64(i)*60/events + rng.Int64N(5) // 60 s of event time, a little out of order
 		rows[i] = fmt.Sprintf("k%d,u,%d,%d", rng.IntN(keys), rng.IntN(100), sec)
 	}
+	queries["tumble_emit_every"] = tumbleSQL
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
-			small, smallMax := runCached(t, q, rows, NewCacheBudget(1), false)
-			full, fullMax := runCached(t, q, rows, nil, false)
-			eager, _ := runCached(t, q, rows, nil, true)
+			var every time.Duration
+			if name == "tumble_emit_every" {
+				every = 2 * time.Second
+			}
+			small, smallMax := runCached(t, q, rows, NewCacheBudget(1), false, every)
+			full, fullMax := runCached(t, q, rows, nil, false, every)
+			eager, _ := runCached(t, q, rows, nil, true, every)
 			if !slices.Equal(full, eager) {
 				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
 			}
@@ -76,7 +82,7 @@ func firstDiff(a, b []string) string {
 // the watermark 5 s behind, crashes once (the input since the last commit
 // is read again) and restarts cleanly once, then flushes. It returns every
 // record produced, sorted, and the most groups held in memory.
-func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool) (out []string, maxGroups int) {
+func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool, every time.Duration) (out []string, maxGroups int) {
 	p := planOf(t, q, "auto")
 	store, err := state.Open(t.TempDir(), nil)
 	if err != nil {
@@ -90,9 +96,16 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 	var r *rig
 	var h *HashAgg
 	start := func() {
-		h = &HashAgg{Plan: p, Cache: budget, eager: eager}
+		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every}
+		schema := p.Output
+		if every > 0 {
+			schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
+		}
 		r = newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: timeIdx}, h,
-			&Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil}, &Sink{Topic: "out", Partitions: 4, Schema: p.Output})
+			&Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema})
+		if n := h.Aggregator().Table.Len(); n != 0 && h.cache != nil {
+			t.Fatalf("%d groups loaded at start: the restore is not lazy", n)
+		}
 	}
 	stop := func() {
 		for _, op := range r.ops {

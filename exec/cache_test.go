@@ -25,9 +25,9 @@ func TestEvictKeepsTableConsistent(t *testing.T) {
 		if i%2 == 0 {
 			return AppendKey(nil, []*Vec{{T: types.Int, N: 1, I: []int64{int64(i)}}}, 0) // inline
 		}
-		return []byte(fmt.Sprintf("a long key that is not inline %d", i))
+		return []byte(fmt.Sprintf("a long key that is not inline, long enough to fill the arena soon %d", i))
 	}
-	for step := 0; step < 20000; step++ {
+	for step := 0; step < 60000; step++ {
 		i := rng.IntN(3000)
 		k := key(i)
 		if s, ok := live[string(k)]; ok && rng.IntN(2) == 0 {
