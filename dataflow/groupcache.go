@@ -69,6 +69,13 @@ func (g *groupCache) stamp(val []byte) []byte {
 	return append(g.buf, val...)
 }
 
+// StoredAccs is a stored group's accumulators as read from the store: its
+// value less the time stamp a stream with state_ttl puts first.
+func StoredAccs(val []byte, stateTTL bool) []byte {
+	g := groupCache{stamped: stateTTL}
+	return g.unstamp(val)
+}
+
 // unstamp is a stored group's encoding without its stamp.
 func (g *groupCache) unstamp(val []byte) []byte {
 	if !g.stamped {
