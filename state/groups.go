@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -308,13 +307,5 @@ func (s *Store) MoveAccsToGroups(stream string, groups []uint16) (int, error) {
 // Group reads one stored group of a cached aggregation (nil when there is
 // none): a point lookup.
 func (s *Store) Group(stream string, window int64, kg uint16, key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(GroupKey(stream, window, kg, key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read state of %s: %w", stream, err)
-	}
-	defer closer.Close()
-	return slices.Clone(v), nil
+	return s.get(stream, GroupKey(stream, window, kg, key))
 }

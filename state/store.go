@@ -469,7 +469,12 @@ func upper(pre []byte) []byte {
 // Acc reads the stored accumulators of one (key group, key, window) of
 // stream (nil when there are none): a point lookup.
 func (s *Store) Acc(stream string, kg uint16, key []byte, window int64) ([]byte, error) {
-	v, closer, err := s.db.Get(AccKey(stream, kg, key, window))
+	return s.get(stream, AccKey(stream, kg, key, window))
+}
+
+// get reads one key of stream's state (nil when absent), copied.
+func (s *Store) get(stream string, k []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
