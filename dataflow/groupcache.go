@@ -107,10 +107,11 @@ func (g *groupCache) Scan(window int64) exec.GroupCursor {
 }
 
 // maxGroups is how many groups the task may hold in memory now: its share
-// less what its pending evictions take, over a group's estimated size;
+// less what its pending evictions and evicted-key filters take, over a
+// group's estimated size;
 // never below a floor that lets a batch make progress.
-func (g *groupCache) maxGroups() int {
-	avail := g.budget.share() - int64(g.pending.Bytes())
+func (g *groupCache) maxGroups(a *exec.Aggregator) int {
+	avail := g.budget.share() - int64(g.pending.Bytes()) - int64(a.FilterBytes())
 	return int(max(avail/g.slotBytes, 64))
 }
 
@@ -137,7 +138,7 @@ func (g *groupCache) evict(a *exec.Aggregator) error {
 	if g.budget == nil {
 		return nil
 	}
-	limit := g.maxGroups()
+	limit := g.maxGroups(a)
 	if a.Table.Len() <= limit {
 		return nil
 	}

@@ -58,6 +58,10 @@ type Aggregator struct {
 	// the windows (slices) that may have some there (cache.go).
 	store GroupStore
 	cold  map[int64]bool
+	// evicted holds, for a window gone cold during this run, a filter of
+	// the keys it lost to the store (keyfilter.go); none for a window cold
+	// since start.
+	evicted map[int64]*keyFilter
 }
 
 // NewAggregator builds the operator.

@@ -43,6 +43,7 @@ const chunkRows = 4096
 // of (at start: every window it holds).
 func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
 	a.store = st
+	a.evicted = map[int64]*keyFilter{}
 	a.cold = map[int64]bool{}
 	for _, w := range cold {
 		a.cold[w] = true
@@ -64,6 +65,9 @@ func (a *Aggregator) loadMisses(newRows []int, slots []uint32) error {
 		m := a.Table.Meta(s)
 		if !a.cold[m.Window] {
 			continue
+		}
+		if f := a.evicted[m.Window]; f != nil && !f.mayHold(a.Table.Key(s)) {
+			continue // never stored: this run cooled the window, not this key
 		}
 		refs = append(refs, StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window})
 		at = append(at, s)
@@ -111,13 +115,36 @@ func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
 			total += len(a.encBuf) + int(m.klen)
 			written++
 		}
-		a.cold[m.Window] = true
+		a.noteEvicted(m.Window, t.Key(s))
 		t.evict(s)
 	}
 	if written == 0 {
 		return 0, nil
 	}
 	return total / written, nil
+}
+
+// noteEvicted records that window w lost key to the store: the window is
+// cold, and, unless it was cold since start, its filter holds the key.
+func (a *Aggregator) noteEvicted(w int64, key []byte) {
+	f := a.evicted[w]
+	if !a.cold[w] {
+		a.cold[w] = true
+		f = &keyFilter{}
+		a.evicted[w] = f
+	}
+	if f != nil {
+		f.add(key)
+	}
+}
+
+// FilterBytes is the memory of the evicted-key filters.
+func (a *Aggregator) FilterBytes() int {
+	n := 0
+	for _, f := range a.evicted {
+		n += f.bytes()
+	}
+	return n
 }
 
 // evict removes live slot s from its window's key table and recycles it.

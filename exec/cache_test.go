@@ -52,3 +52,28 @@ func TestEvictKeepsTableConsistent(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyFilter: a key added is always held (a miss on it must read the
+// store), and few keys never added are (each costs a read finding nothing).
+func TestKeyFilter(t *testing.T) {
+	var f keyFilter
+	const n = 100_000
+	for i := 0; i < n; i++ {
+		f.add([]byte(fmt.Sprintf("key %d", i)))
+	}
+	for i := 0; i < n; i++ {
+		if !f.mayHold([]byte(fmt.Sprintf("key %d", i))) {
+			t.Fatalf("key %d added but not held", i)
+		}
+	}
+	fp := 0
+	for i := n; i < 2*n; i++ {
+		if f.mayHold([]byte(fmt.Sprintf("key %d", i))) {
+			fp++
+		}
+	}
+	if fp > n/20 {
+		t.Fatalf("%d of %d keys never added are held", fp, n)
+	}
+	t.Logf("%d segments, %d bytes, %.2f%% false positives", len(f.segs), f.bytes(), 100*float64(fp)/n)
+}

@@ -309,6 +309,7 @@ func (a *Aggregator) ExpireCold(wm int64) (dels []StateRef, cold []int64) {
 	for _, sl := range expired {
 		if a.cold[sl] {
 			delete(a.cold, sl)
+			delete(a.evicted, sl)
 			cold = append(cold, sl)
 			a.Table.CloseWindow(sl)
 			continue
