@@ -60,7 +60,7 @@ type HashAgg struct {
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start
 	lastEarly  time.Time
-	early      earlyFires // what the last early fire of each open window held
+	early      earlyFires  // what the last early fire of each open window held
 	cache      *groupCache // nil: every group in memory, restored at Open
 	eager      bool        // tests: no cache, the whole state restored at Open
 	// draining are cold windows' chunks handed on but perhaps not read
