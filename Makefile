@@ -80,8 +80,9 @@ fuzz:
 # Benchmarks; each prints its figures and a baseline measured in the same
 # run: the hash aggregation against a Go map loop, JSON decoding against
 # encoding/json, and end to end (broker in a child process) TUMBLE and HOP
-# against a read-only consumer; and the repartition and combine hops against
-# each other under Zipf skew.
+# against a read-only consumer; the repartition and combine hops against
+# each other under Zipf skew; and keyed state larger than the group cache
+# (bench/state; 10^7 keys: go run ./bench/state -keys 10000000).
 bench:
 	$(GO) run ./bench/hashagg -rows 10000000
 	$(GO) run ./bench/decode -records 2000000
@@ -92,6 +93,7 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 	$(GO) run ./bench/eos -events 1000000 -keys 10000
+	$(GO) run ./bench/state -keys 100000,1000000 -cache-mb 64,1024
 
 # The crash/restart audit (package audit, `turbinesql audit`): the server as
 # a child process against a broker in its own process, input produced

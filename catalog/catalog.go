@@ -99,6 +99,9 @@ type StreamOptions struct {
 	// EmitEveryMs: early fires of open windows this often (processing
 	// time); 0: only final panes.
 	EmitEveryMs int64
+	// StateTTLMs: an upsert stream forgets a group not updated for this
+	// long (processing time), writing a tombstone for its key; 0: never.
+	StateTTLMs int64 `json:",omitempty"`
 }
 
 // Relation is what a query can read: a source or a stream's output.

@@ -23,19 +23,22 @@ type earlyFires struct {
 }
 
 // fire returns the early panes to write: the open windows, each as
-// emitted by emit, kept only when their content differs from the last
+// emitted by emit (in one or more batches), kept only when their content differs from the last
 // fire's. windows nil means a session aggregation: emitSessions gives the
 // panes of every open session at once.
-func (e *earlyFires) fire(windows []int64, emit func(int64) (*exec.Batch, error), emitSessions func() ([]*exec.Batch, error)) ([]*exec.Batch, error) {
+func (e *earlyFires) fire(windows []int64, emit func(int64) ([]*exec.Batch, error), emitSessions func() ([]*exec.Batch, error)) ([]*exec.Batch, error) {
 	next := make(map[int64]uint64, len(windows))
 	var out []*exec.Batch
-	keep := func(w int64, b *exec.Batch) {
-		sum := e.sum(b)
+	keep := func(w int64, bs ...*exec.Batch) {
+		var sum uint64
+		for _, b := range bs {
+			sum += e.sum(b)
+		}
 		next[w] = sum
 		if prev, ok := e.last[w]; ok && prev == sum {
 			return
 		}
-		out = append(out, b)
+		out = append(out, bs...)
 	}
 	if windows == nil {
 		bs, err := emitSessions()
@@ -47,11 +50,11 @@ func (e *earlyFires) fire(windows []int64, emit func(int64) (*exec.Batch, error)
 		}
 	}
 	for _, w := range windows {
-		b, err := emit(w)
+		bs, err := emit(w)
 		if err != nil {
 			return nil, err
 		}
-		keep(w, b)
+		keep(w, bs...)
 	}
 	// Windows that closed since drop out: they are not open any more.
 	e.last = next

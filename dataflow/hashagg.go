@@ -25,8 +25,14 @@ import (
 // the late-data topic when the stream has one, else are dropped, and are
 // counted either way.
 //
-// Its state is the task's groups, restored at Open from the key groups the
-// task owns; its close watermark is the task's (Commit.Closed).
+// Its state is the task's groups; its close watermark is the task's
+// (Commit.Closed). TUMBLE, HOP and unwindowed aggregations keep their
+// groups in a bounded cache over Pebble (groupcache.go, exec/cache.go):
+// nothing is loaded at Open, a group is read the first time a batch needs
+// it, the least recently updated ones leave memory when the task's share
+// of Cache is full, and a window whose groups left memory closes by
+// reading them back in order, a chunk at a time. SESSION windows and merge
+// stages restore their groups whole at Open.
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
@@ -38,6 +44,12 @@ type HashAgg struct {
 	// Merge: the input is partial accumulators shipped by a combine's
 	// pre-aggregation (records: key = group key, value = window + state).
 	Merge bool
+	// Cache bounds the memory of the groups (nil: unlimited).
+	Cache *CacheBudget
+	// StateTTL: an unwindowed aggregation forgets a group not changed for
+	// this long (processing time), emitting a tombstone for its key; 0:
+	// never (ttl.go).
+	StateTTL time.Duration
 
 	agg *exec.Aggregator
 	env *Env
@@ -48,7 +60,16 @@ type HashAgg struct {
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start
 	lastEarly  time.Time
-	early      earlyFires // what the last early fire of each open window held
+	early      earlyFires  // what the last early fire of each open window held
+	cache      *groupCache // nil: every group in memory, restored at Open
+	eager      bool        // tests: no cache, the whole state restored at Open
+	// draining are cold windows' chunks handed on but perhaps not read
+	// to the end (their cursors are closed at the commit).
+	draining []func() (*exec.Batch, error)
+	// expired are groups the last state_ttl sweep removed, deleted from
+	// state at the next commit; lastSweep is when it ran.
+	expired   []exec.StateRef
+	lastSweep time.Time
 }
 
 var _ Op = (*HashAgg)(nil)
@@ -66,6 +87,9 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	}
 	h.lastEarly = env.Now()
 	h.bySource = map[string]map[int32][]byte{}
+	if gs, ok := env.Store.(groupStore); ok && !h.eager && !h.Merge && (h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION") {
+		return h.openCached(gs)
+	}
 	return env.Store.AccsOfGroups(env.State, env.Groups(), func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
 		if h.Merge && len(val) > 0 && val[0] == sourcesMark {
@@ -83,6 +107,35 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	})
 }
 
+// openCached starts the group cache: state written in the older layout is
+// moved once, then only the windows present are noted (cold), so nothing
+// is loaded and start-up does not grow with the state.
+func (h *HashAgg) openCached(gs groupStore) error {
+	env := h.env
+	moved, err := gs.MoveAccsToGroups(env.State, env.Groups())
+	if err != nil {
+		return fmt.Errorf("restore state of %s: %w", env.State, err)
+	}
+	if moved > 0 {
+		env.Log.Info("moved groups to the cached layout", "partition", env.Partition, "groups", moved)
+	}
+	cold, err := gs.GroupWindows(env.State)
+	if err != nil {
+		return fmt.Errorf("restore state of %s: %w", env.State, err)
+	}
+	h.cache = &groupCache{pending: gs.NewPending(env.State), groups: env.Groups(), budget: h.Cache,
+		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
+	if h.StateTTL > 0 && h.Plan.Window == nil {
+		h.cache.stamped, h.cache.now = true, env.Now
+		h.lastSweep = env.Now()
+	}
+	if h.Cache != nil {
+		h.Cache.tasks.Add(1)
+	}
+	h.agg.UseStore(h.cache, cold)
+	return nil
+}
+
 // Aggregator exposes the operator's groups (tests).
 func (h *HashAgg) Aggregator() *exec.Aggregator { return h.agg }
 
@@ -96,6 +149,11 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	}
 	if len(late) > 0 {
 		h.routeLate(ctx, b, late)
+	}
+	if h.cache != nil {
+		if err := h.cache.evict(h.agg); err != nil {
+			return nil, fmt.Errorf("evict groups of %s: %w", h.env.State, err)
+		}
 	}
 	return nil, nil
 }
@@ -257,11 +315,40 @@ func (h *HashAgg) lateWindows(b *exec.Batch, row int) string {
 // EMIT EVERY is due.
 func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 	if h.Plan.Window == nil {
+		var out chain
+		if h.cache != nil && !h.cache.pending.Empty() {
+			// Changed groups evicted since the last commit: emitted
+			// before the hot ones, which are newer.
+			b, err := h.agg.PendingChanges(func(fn func(kg uint16, key, val []byte) error) error {
+				return h.cache.pending.Each(exec.NoWindow, func(kg uint16, key, val []byte) error {
+					return fn(kg, key, h.cache.unstamp(val))
+				})
+			})
+			if err != nil {
+				return nil, err
+			}
+			if b != nil {
+				out.add(&Batch{Partition: h.env.Partition, Data: b, Keys: h.groupKeys(b), Final: true})
+			}
+		}
 		b, keys, err := h.changedGroups()
-		if err != nil || b == nil {
+		if err != nil {
 			return nil, err
 		}
-		return &Batch{Partition: h.env.Partition, Data: b, Keys: keys, Final: true}, nil
+		if b != nil {
+			out.add(&Batch{Partition: h.env.Partition, Data: b, Keys: keys, Final: true})
+		}
+		if h.cache != nil && h.cache.stamped && wm.Now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL) {
+			h.lastSweep = wm.Now
+			tombs, err := h.sweep(wm.Now)
+			if err != nil {
+				return nil, err
+			}
+			if len(tombs) > 0 {
+				out.add(&Batch{Partition: h.env.Partition, Tombstones: tombs, Final: true})
+			}
+		}
+		return out.head, nil
 	}
 	var out chain
 	if wm.Has && (!h.hasWM || wm.WM > h.wm || h.recovering) {
@@ -269,7 +356,7 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 		if !h.hasWM || wm.WM > h.wm {
 			h.wm, h.hasWM = wm.WM, true
 		}
-		closed, recovered, err := h.agg.CloseDue(prev, hadPrev, h.wm, h.recovering)
+		closed, recovered, err := h.agg.CloseDueChunks(prev, hadPrev, h.wm, h.recovering)
 		if err != nil {
 			return nil, err
 		}
@@ -293,14 +380,16 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 				"these panes are written a second time (at-least-once; each carries the same value): dedupe downstream on (window, key), or use processing_guarantee = 'exactly_once'",
 				"partition", h.env.Partition, "windows", recovered)
 		}
-		for _, b := range closed {
-			out.add(&Batch{Partition: h.env.Partition, Data: b, Final: true})
+		for _, c := range closed {
+			out.add(h.chunks(c, true))
 		}
 	}
 	h.recovering = false
 	if h.EmitEvery > 0 && wm.Now.Sub(h.lastEarly) >= h.EmitEvery {
 		h.lastEarly = wm.Now
-		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.EmitWindow,
+		// Early panes are compared whole with the last fire's, so a cold
+		// window's chunks are all read here (its final pane stays lazy).
+		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowBatches,
 			func() ([]*exec.Batch, error) { return h.agg.EmitOpen(h.wm, h.hasWM) })
 		if err != nil {
 			return nil, err
@@ -310,6 +399,24 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 		}
 	}
 	return out.head, nil
+}
+
+// chunks is the batch of a window's rows; a cold window's further chunks
+// follow through More, read as the next operator asks.
+func (h *HashAgg) chunks(c exec.Chunks, final bool) *Batch {
+	b := &Batch{Partition: h.env.Partition, Data: c.First, Final: final}
+	if c.More != nil {
+		more := c.More
+		b.More = func() (*Batch, error) {
+			d, err := more()
+			if err != nil || d == nil {
+				return nil, err
+			}
+			return &Batch{Partition: h.env.Partition, Data: d, Final: final}, nil
+		}
+		h.draining = append(h.draining, more)
+	}
+	return b
 }
 
 // changedGroups builds the rows of the groups changed since the last
@@ -325,6 +432,11 @@ func (h *HashAgg) changedGroups() (*exec.Batch, [][]byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return b, h.groupKeys(b), nil
+}
+
+// groupKeys are the Kafka keys of an upsert stream's rows.
+func (h *HashAgg) groupKeys(b *exec.Batch) [][]byte {
 	nk := len(h.Plan.Keys)
 	keys := make([][]byte, b.N)
 	for i := range keys {
@@ -341,13 +453,16 @@ func (h *HashAgg) changedGroups() (*exec.Batch, [][]byte, error) {
 		}
 		keys[i] = exec.AppendJSONArray(nil, vals)
 	}
-	return b, keys, nil
+	return keys
 }
 
 // Commit deletes the slices no open window needs (those written before;
 // one that opened and closed since the last commit was never written),
 // then writes the changed groups and the close watermark.
 func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
+	if h.cache != nil {
+		return h.commitCached(c)
+	}
 	if h.hasWM {
 		for _, ref := range h.agg.Expire(h.wm) {
 			if err := c.State.DeleteAcc(ref.KG, ref.Key, ref.Window); err != nil {
@@ -379,10 +494,75 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 	return nil
 }
 
-func (h *HashAgg) Close() {}
+// commitCached is Commit of a cached aggregation: the groups evicted
+// since the last commit first, then the expired windows' deletions (a
+// range per owned key group for a window whose groups left memory), then
+// the changed groups in memory.
+func (h *HashAgg) commitCached(c *Commit) error {
+	for _, more := range h.draining {
+		for { // a window's chunks nobody read: finish, closing its cursors
+			b, err := more()
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				break
+			}
+		}
+	}
+	h.draining = h.draining[:0]
+	if err := c.State.Absorb(h.cache.pending); err != nil {
+		return err
+	}
+	for _, ref := range h.expired {
+		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+			return err
+		}
+	}
+	h.expired = h.expired[:0]
+	if h.hasWM {
+		dels, cold := h.agg.ExpireCold(h.wm)
+		for _, ref := range dels {
+			if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+				return err
+			}
+		}
+		for _, w := range cold {
+			if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
+				return err
+			}
+		}
+		c.Closed, c.HasClosed = h.wm, true
+	}
+	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, h.cache.stamp(val))
+	}, func(ref exec.StateRef) error {
+		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
+	}); err != nil {
+		return err
+	}
+	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
+	return nil
+}
 
-// Due asks for a watermark call when an early fire is due.
+// Close releases the pending evictions and the task's cache share.
+func (h *HashAgg) Close() {
+	if h.cache != nil {
+		h.cache.pending.Close()
+		if h.Cache != nil {
+			h.Cache.tasks.Add(-1)
+		}
+		h.cache = nil
+	}
+}
+
+// Due asks for a commit when an early fire or a state_ttl sweep is due,
+// or when the groups evicted since the last commit are due to be written
+// (pendingDue).
 func (h *HashAgg) Due(now time.Time) bool {
+	if h.cache != nil && (h.cache.pendingDue() || h.cache.stamped && now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL)) {
+		return true
+	}
 	return h.EmitEvery > 0 && h.Plan.Window != nil && now.Sub(h.lastEarly) >= h.EmitEvery
 }
 

@@ -16,6 +16,7 @@ type Metrics struct {
 	BatchSeconds        *prometheus.HistogramVec
 	OpenGroups          *prometheus.GaugeVec
 	RecoveredTimers     *prometheus.CounterVec
+	ExpiredGroups       *prometheus.CounterVec
 	CombineLatePartials *prometheus.CounterVec
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
@@ -71,6 +72,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RecoveredTimers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_recovered_due_timers_total", Help: "Windows already due when a stream started (closed at once).",
 		}, []string{"stream"}),
+		ExpiredGroups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_expired_groups_total", Help: "Groups of an upsert stream forgotten by state_ttl (each wrote a tombstone).",
+		}, []string{"stream"}),
 		CombineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
 		}, []string{"stream"}),
@@ -107,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.hops = &hopLag{lag: m.ConsumerLag, names: map[string]bool{}}
 	reg.MustRegister(m.RepRecordsOut, m.RepBytesOut, m.RepNullKeys, m.CombinePartialsOut, m.CombineBytesOut, m.CombineMarkersOut, m.hops)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
-		m.RecoveredTimers, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
+		m.RecoveredTimers, m.ExpiredGroups, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
 }
 
@@ -124,6 +128,7 @@ func (m *Metrics) Forget(stream string) {
 	m.BatchSeconds.DeletePartialMatch(l)
 	m.OpenGroups.DeletePartialMatch(l)
 	m.RecoveredTimers.DeletePartialMatch(l)
+	m.ExpiredGroups.DeletePartialMatch(l)
 	m.IdlePartitions.DeletePartialMatch(l)
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)

@@ -76,6 +76,23 @@ type Batch struct {
 	Tombstones [][]byte
 	// Next chains further batches (say one per window closed at once).
 	Next *Batch
+	// More, when set, yields the batches that follow this one before
+	// Next, one at a time and only when asked (nil: no more): a window
+	// closed from state on disk is emitted a chunk at a time, never whole.
+	More func() (*Batch, error)
+}
+
+// Following is the batch after b: the next one More yields, else Next.
+func (b *Batch) Following() (*Batch, error) {
+	if b.More == nil {
+		return b.Next, nil
+	}
+	m, err := b.More()
+	if err != nil || m == nil {
+		return b.Next, err
+	}
+	m.Next, m.More = b.Next, b.More
+	return m, nil
 }
 
 // Watermark is the task's watermark as an operator sees it.

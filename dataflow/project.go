@@ -28,7 +28,13 @@ func (p *Project) Open(context.Context, *Env) error { return nil }
 
 func (p *Project) Process(_ context.Context, b *Batch) (*Batch, error) {
 	data, keys := b.Data, b.Keys
-	var tombs [][]byte
+	tombs := b.Tombstones // groups that expired (state_ttl)
+	if data == nil {
+		if len(tombs) > 0 {
+			return &Batch{Partition: b.Partition, Tombstones: tombs, Final: b.Final}, nil
+		}
+		return nil, nil
+	}
 	if p.Filter != nil && data.N > 0 {
 		m, err := p.Filter.Eval(data)
 		if err != nil {

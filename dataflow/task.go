@@ -278,12 +278,15 @@ func (t *task) reportLag() {
 
 // push hands b (and the batches chained to it) to operator i onwards.
 func (t *task) push(ctx context.Context, i int, b *Batch) error {
-	for ; b != nil && i < len(t.ops); b = b.Next {
+	for b != nil && i < len(t.ops) {
 		out, err := t.ops[i].Process(ctx, b)
 		if err != nil {
 			return err
 		}
 		if err := t.push(ctx, i+1, out); err != nil {
+			return err
+		}
+		if b, err = b.Following(); err != nil {
 			return err
 		}
 	}

@@ -54,6 +54,14 @@ type Aggregator struct {
 	emitTab  *GroupTable // HOP: where a window's slices are merged to emit it
 	sessions *sessions   // SESSION: the open sessions of each key
 	encBuf   []byte
+	// store holds the groups not in memory (nil: all are); cold lists
+	// the windows (slices) that may have some there (cache.go).
+	store GroupStore
+	cold  map[int64]bool
+	// evicted holds, for a window gone cold during this run, a filter of
+	// the keys it lost to the store (keyfilter.go); none for a window cold
+	// since start.
+	evicted map[int64]*keyFilter
 }
 
 // NewAggregator builds the operator.
@@ -230,6 +238,11 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		}
 	}
 	a.slots = slots
+	if a.store != nil && len(newRows) > 0 && len(a.cold) > 0 {
+		if err := a.loadMisses(newRows, slots); err != nil {
+			return err
+		}
+	}
 	return a.update(b, slots)
 }
 

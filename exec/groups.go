@@ -20,6 +20,10 @@ type GroupTable struct {
 	live    int
 	dirty   []uint32 // slots changed since the last commit, so a commit does not scan them all
 	marked  []bool   // by slot: listed in dirty
+	// ref is by slot: updated since the eviction clock last passed it
+	// (cache.go).
+	ref  []bool
+	hand uint32 // the eviction clock's position
 
 	encScratch []byte
 
@@ -35,6 +39,9 @@ type windowGroups struct {
 	keys  keyTable
 	slots []uint32
 	arena []byte
+	// garbage is the arena bytes of evicted slots' keys (cache.go
+	// compacts the arena when they dominate).
+	garbage int
 }
 
 // SlotMeta describes what a slot holds. It has no pointers, for the same
@@ -46,6 +53,7 @@ type SlotMeta struct {
 	live   bool
 	off    uint32 // key bytes in the window's arena
 	klen   uint32
+	pos    uint32 // index in its window's slots
 }
 
 func (m *SlotMeta) key(arena []byte) []byte { return arena[m.off : m.off+m.klen] }
@@ -91,7 +99,6 @@ func (t *GroupTable) lookup(window int64, p *probeKey, key []byte) (slot uint32,
 	}
 	s = t.newSlot(window, g, key)
 	g.keys.insert(at, p, s)
-	g.slots = append(g.slots, s)
 	return s, true
 }
 
@@ -133,7 +140,6 @@ func (t *GroupTable) assign(wins []int64, probes []probeKey, rows *RowKeys, slot
 				}
 				s := t.newSlot(w, g, key)
 				g.keys.insert(j, p, s)
-				g.slots = append(g.slots, s)
 				slots[i] = s
 				newRows = append(newRows, i)
 				break
@@ -170,12 +176,14 @@ func (t *GroupTable) newSlot(window int64, g *windowGroups, key []byte) uint32 {
 		s = uint32(len(t.meta))
 		t.meta = append(t.meta, SlotMeta{})
 		t.marked = append(t.marked, false)
+		t.ref = append(t.ref, false)
 		for _, a := range t.Aggs {
 			a.Grow(len(t.meta))
 		}
 	}
-	t.meta[s] = SlotMeta{Window: window, live: true, off: uint32(len(g.arena)), klen: uint32(len(key))}
+	t.meta[s] = SlotMeta{Window: window, live: true, off: uint32(len(g.arena)), klen: uint32(len(key)), pos: uint32(len(g.slots))}
 	g.arena = append(g.arena, key...)
+	g.slots = append(g.slots, s)
 	t.live++
 	return s
 }
@@ -197,6 +205,7 @@ func (t *GroupTable) freeBare(s uint32) {
 
 // markDirty flags s as changed since the last commit.
 func (t *GroupTable) markDirty(s uint32) {
+	t.ref[s] = true
 	if !t.marked[s] {
 		t.marked[s] = true
 		t.dirty = append(t.dirty, s)
@@ -219,8 +228,9 @@ func (t *GroupTable) Update(slots []uint32, args [][]arrow.Array) {
 	for j, a := range t.Aggs {
 		a.Update(slots, args[j])
 	}
-	marked := t.marked
+	marked, ref := t.marked, t.ref
 	for _, s := range slots {
+		ref[s] = true
 		if !marked[s] {
 			marked[s] = true
 			t.dirty = append(t.dirty, s)
@@ -316,9 +326,15 @@ func (t *GroupTable) Dirty() []uint32 {
 func (t *GroupTable) PeekDirty() []uint32 {
 	out := make([]uint32, 0, len(t.dirty))
 	for _, s := range t.dirty {
+		// A slot evicted while listed and then reused is listed twice:
+		// unmarking it on the way lists it once.
 		if t.meta[s].live && t.marked[s] {
 			out = append(out, s)
+			t.marked[s] = false
 		}
+	}
+	for _, s := range out {
+		t.marked[s] = true
 	}
 	return out
 }

@@ -35,7 +35,7 @@ func (a *Aggregator) windowsOfSlices(keep func(end, slice int64) bool) []int64 {
 	}
 	seen := map[int64]bool{}
 	var out []int64
-	for sl := range a.Table.windows {
+	for _, sl := range a.slicesPresent() {
 		// windows containing slice sl: ends from its first to its last
 		for end := spec.FirstWindowEnd(sl); end <= spec.LastWindowEnd(sl); end += step {
 			if w := end - spec.Size; !seen[w] && keep(end, sl) {
@@ -46,6 +46,63 @@ func (a *Aggregator) windowsOfSlices(keep func(end, slice int64) bool) []int64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// slicesPresent lists the slices (windows for TUMBLE) holding groups in
+// memory or, for cold ones, perhaps only in the store.
+func (a *Aggregator) slicesPresent() []int64 {
+	out := make([]int64, 0, len(a.Table.windows)+len(a.cold))
+	for sl := range a.Table.windows {
+		out = append(out, sl)
+	}
+	for sl := range a.cold {
+		if a.Table.windows[sl] == nil {
+			out = append(out, sl)
+		}
+	}
+	return out
+}
+
+// Chunks is one window's rows: First, then what More yields until nil
+// (nil More: First is all). A cold window comes a chunk at a time, so
+// closing it never holds all its rows.
+type Chunks struct {
+	First *Batch
+	More  func() (*Batch, error)
+}
+
+// all materialises every chunk (callers that want whole windows).
+func all(cs []Chunks) ([]*Batch, error) {
+	var out []*Batch
+	for _, c := range cs {
+		out = append(out, c.First)
+		for c.More != nil {
+			b, err := c.More()
+			if err != nil {
+				return nil, err
+			}
+			if b == nil {
+				break
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// WindowBatches is window w's rows as they stand now, all of them: one
+// batch, or a cold window's chunks (none when it holds no group here).
+func (a *Aggregator) WindowBatches(w int64) ([]*Batch, error) {
+	c, ok, err := a.windowChunks(w)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return all([]Chunks{c})
+}
+
+func (a *Aggregator) windowChunks(w int64) (Chunks, bool, error) {
+	first, more, err := a.WindowChunks(w)
+	return Chunks{First: first, More: more}, first != nil, err
 }
 
 // CloseDue emits every window (or session) that a watermark move from
@@ -61,6 +118,16 @@ func (a *Aggregator) windowsOfSlices(keep func(end, slice int64) bool) []int64 {
 // again, even when slices it shares with windows still open survive (a
 // HOP window re-closed from those would carry a wrong, smaller pane).
 func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, restored bool) (out []*Batch, recovered int, err error) {
+	cs, recovered, err := a.CloseDueChunks(prev, hasPrev, wm, restored)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err = all(cs)
+	return out, recovered, err
+}
+
+// CloseDueChunks is CloseDue with each window's rows as Chunks.
+func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored bool) (out []Chunks, recovered int, err error) {
 	if a.sessions != nil {
 		// Sessions are deleted when they close: one still held was not closed.
 		due := a.dueSessions(wm)
@@ -71,7 +138,7 @@ func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, restored bool)
 		}
 		b, err := a.CloseSessions(wm)
 		if b != nil {
-			out = append(out, b)
+			out = append(out, Chunks{First: b})
 		}
 		return out, recovered, err
 	}
@@ -92,14 +159,17 @@ func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, restored bool)
 		return restored && spec.LastWindowEnd(slice) == end
 	})
 	for _, w := range due {
-		if hasPrev && w+spec.Size+a.Lateness <= prev {
-			recovered++
-		}
-		b, err := a.EmitWindow(w)
+		c, ok, err := a.windowChunks(w)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, b)
+		if !ok { // a cold window none of whose groups are this task's
+			continue
+		}
+		if hasPrev && w+spec.Size+a.Lateness <= prev {
+			recovered++
+		}
+		out = append(out, c)
 	}
 	return out, recovered, nil
 }
@@ -165,6 +235,15 @@ func (a *Aggregator) EmitAll() ([]*Batch, error) {
 // EmitOpen builds the current rows of every window (or session) wm has not
 // closed, for an early fire.
 func (a *Aggregator) EmitOpen(wm int64, hasWM bool) ([]*Batch, error) {
+	cs, err := a.EmitOpenChunks(wm, hasWM)
+	if err != nil {
+		return nil, err
+	}
+	return all(cs)
+}
+
+// EmitOpenChunks is EmitOpen with each window's rows as Chunks.
+func (a *Aggregator) EmitOpenChunks(wm int64, hasWM bool) ([]Chunks, error) {
 	if a.sessions != nil {
 		var open []*session
 		for _, s := range a.openSessions() {
@@ -176,15 +255,17 @@ func (a *Aggregator) EmitOpen(wm int64, hasWM bool) ([]*Batch, error) {
 			return nil, nil
 		}
 		b, err := a.emitSessions(open)
-		return []*Batch{b}, err
+		return []Chunks{{First: b}}, err
 	}
-	var out []*Batch
+	var out []Chunks
 	for _, w := range a.OpenWindows(wm, hasWM) {
-		b, err := a.EmitWindow(w)
+		c, ok, err := a.windowChunks(w)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b)
+		if ok {
+			out = append(out, c)
+		}
 	}
 	return out, nil
 }
@@ -208,18 +289,31 @@ type StateRef struct {
 // Expire drops the slices that no open window needs once the watermark is
 // wm, and returns the state entries to delete (those written before).
 func (a *Aggregator) Expire(wm int64) []StateRef {
+	dels, _ := a.ExpireCold(wm)
+	return dels
+}
+
+// ExpireCold is Expire that also returns the expired slices that were
+// cold: all their stored groups are to be deleted, in memory or not.
+func (a *Aggregator) ExpireCold(wm int64) (dels []StateRef, cold []int64) {
 	if a.Window == nil || a.sessions != nil {
-		return nil
+		return nil, nil
 	}
 	var expired []int64
-	for sl := range a.Table.windows {
+	for _, sl := range a.slicesPresent() {
 		if a.Window.LastWindowEnd(sl)+a.Lateness <= wm {
 			expired = append(expired, sl)
 		}
 	}
 	sort.Slice(expired, func(i, j int) bool { return expired[i] < expired[j] })
-	var dels []StateRef
 	for _, sl := range expired {
+		if a.cold[sl] {
+			delete(a.cold, sl)
+			delete(a.evicted, sl)
+			cold = append(cold, sl)
+			a.Table.CloseWindow(sl)
+			continue
+		}
 		for _, s := range a.Table.windows[sl].slots {
 			if m := a.Table.Meta(s); m.Stored {
 				dels = append(dels, StateRef{KG: m.KG, Key: slices.Clone(a.Table.Key(s)), Window: sl})
@@ -227,7 +321,7 @@ func (a *Aggregator) Expire(wm int64) []StateRef {
 		}
 		a.Table.CloseWindow(sl)
 	}
-	return dels
+	return dels, cold
 }
 
 // Changes lists the groups changed since the last call with their encoded

@@ -16,7 +16,7 @@ import (
 )
 
 var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp", "decimal_as_double"}
-var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions"}
+var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions", "state_ttl"}
 
 // planStrategy names the recorded strategy of a stream whose cost rule
 // chose it.
@@ -195,6 +195,12 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "allowed_lateness cannot be negative").WithPos(o["allowed_lateness"].Pos)
 	}
 	def.Options.LateDataTopic = o.String("late_data_topic", "")
+	if def.Options.StateTTLMs, err = o.Millis("state_ttl", 0); err != nil {
+		return nil, nil, err
+	}
+	if def.Options.StateTTLMs < 0 {
+		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "state_ttl cannot be negative").WithPos(o["state_ttl"].Pos)
+	}
 	if err := topicOptions(o, [2]string{"topic", def.Topic}, [2]string{"late_data_topic", def.Options.LateDataTopic}); err != nil {
 		return nil, nil, err
 	}
@@ -240,6 +246,13 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 	def.Schema = p.Output
 	if err := keyOutput(def, p, o); err != nil {
 		return nil, nil, err
+	}
+	if def.Options.StateTTLMs > 0 && (p.Window != nil || !p.Aggregate || def.Options.MessageKey != "") {
+		// A window's groups go when it closes; with message_key records
+		// of several groups share a key, so no tombstone could say which
+		// group expired.
+		return nil, nil, sql.Errorf(sql.CodeNotSupported, "state_ttl applies to upsert streams only (a GROUP BY without a window, keyed by its group key)").
+			WithPos(o["state_ttl"].Pos).WithHint("windowed streams forget a window's groups when it closes")
 	}
 	if def.Topic == p.Input.Topic {
 		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "stream %s would write to its own input topic %q", st.Name, def.Topic).WithHint("set topic = '...' to another topic")

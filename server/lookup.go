@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
@@ -45,10 +46,11 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 	}
 	enc := exec.AppendKey(nil, []*exec.Vec{key}, 0)
 	kg := state.GroupOf(exec.PartitionKeyText(key, 0, nil), r.spec.nIn)
-	val, err := s.store.Acc(rel.Stream.Name, kg, enc, exec.NoWindow)
+	val, err := s.store.Group(rel.Stream.Name, exec.NoWindow, kg, enc)
 	if err != nil || val == nil {
 		return nil, err == nil, err
 	}
+	val = dataflow.StoredAccs(val, rel.Stream.Options.StateTTLMs > 0)
 	ag, err := planner.NewAggregator(sp, 0, r.spec.nIn)
 	if err != nil {
 		return nil, false, err

@@ -69,6 +69,10 @@ type Config struct {
 	// batching them bounds that cost, at the price of this much latency on
 	// a window's close. Zero means DefaultCommitInterval.
 	CommitInterval time.Duration
+	// StateCacheMB is the memory, shared by every stream, for the groups
+	// of TUMBLE, HOP and unwindowed aggregations (0: DefaultStateCacheMB;
+	// negative: unlimited): beyond it groups live only in Pebble.
+	StateCacheMB int
 	// MaxPollRecords bounds the records a stream or hop takes from one poll
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
@@ -99,6 +103,9 @@ func (s *Server) pollRecords() int {
 	}
 	return DefaultMaxPollRecords
 }
+
+// DefaultStateCacheMB is the group cache when Config sets none.
+const DefaultStateCacheMB = 256
 
 // DefaultCommitInterval is the commit cadence when Config sets none.
 const DefaultCommitInterval = time.Second
@@ -132,6 +139,8 @@ type Server struct {
 	pgLn     net.Listener
 	http     *http.Server
 	httpLn   net.Listener
+
+	cache *dataflow.CacheBudget // the groups' memory (nil: unlimited)
 
 	mu      sync.Mutex // guards streams, hops and DDL
 	streams map[string]*stream
@@ -176,6 +185,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
 		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{},
 		letters: dataflow.NewDeadLetters(), instance: rand.Uint64()>>1 + 1}
+	switch mb := cfg.StateCacheMB; {
+	case mb == 0:
+		s.cache = dataflow.NewCacheBudget(DefaultStateCacheMB)
+	case mb > 0:
+		s.cache = dataflow.NewCacheBudget(mb)
+	}
 	pgOpts, err := s.pgwireSecurity()
 	if err != nil {
 		return nil, err

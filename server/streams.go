@@ -221,7 +221,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if p.Aggregate {
 			out = append(out, &dataflow.HashAgg{Plan: p, LatenessMs: def.Options.AllowedLatenessMs, LateDataTopic: def.Options.LateDataTopic,
 				EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, DLQ: s.dlqPartitions,
-				Merge: p.Strategy == planner.StrategyCombine})
+				Merge: p.Strategy == planner.StrategyCombine, Cache: s.cache,
+				StateTTL: time.Duration(def.Options.StateTTLMs) * time.Millisecond})
 			// An upsert stream keyed by its group key deletes a group that
 			// stops satisfying HAVING (with message_key, records of several
 			// groups share a key: a tombstone would delete them all).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -74,6 +75,9 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...)) // Pebble's contract: Fatalf does not return
 }
 
+// blockCacheSize bounds Pebble's block cache (see Open).
+const blockCacheSize = 32 << 20
+
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	if log == nil {
@@ -95,10 +99,23 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 		memtable = min(memtable, max(du.TotalBytes/16, 1<<20))
 		minFree = min(minFree, max(du.TotalBytes/10, 2*memtable))
 	}
-	db, err := pebble.Open(dir, &pebble.Options{
+	blockCache := pebble.NewCache(blockCacheSize)
+	defer blockCache.Unref() // the DB holds its own reference
+	popts := &pebble.Options{
 		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{l: log},
+		// The block cache holds the index and filter blocks of every table
+		// and the data blocks of recently read groups. Groups not in a
+		// task's memory are read on a miss and when a cold window closes;
+		// 32 MB (4x the default) keeps the index and filter blocks of
+		// ~10^8 stored groups resident, so a miss costs at most one data
+		// block read. It is a fixed bound, whatever the state's size.
+		Cache: blockCache,
+		// One compaction at a time: the machine the engine is sized for has
+		// 2 cores, and a task's own work (decoding, folding) needs one.
+		// Pebble may still raise it when read amplification climbs.
+		CompactionConcurrencyRange: func() (int, int) { return 1, 2 },
 		// Accumulators are rewritten at every commit while their window is
 		// open and deleted when it closes. A memtable that holds a few
 		// windows' worth lets most of that churn cancel out in memory
@@ -107,7 +124,15 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 		// most two memtables exist at once.
 		MemTableSize:                memtable,
 		MemTableStopWritesThreshold: 2,
-	})
+	}
+	// Bloom filters on every level (10 bits a key, ~1% false positives).
+	// The group key is the whole key (Split is the default, the key
+	// itself), so a miss's SeekPrefixGE skips every table whose filter
+	// says the group was never stored: a new group costs no block read.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("open state store %s: %w", dir, err)
 	}
@@ -424,7 +449,7 @@ func (s *Store) Plan(stream, name string) (string, error) {
 
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
-	for _, k := range []byte{prefixAcc, prefixPart, prefixPlan, prefixTask} {
+	for _, k := range []byte{prefixAcc, prefixGroup, prefixPart, prefixPlan, prefixTask} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)
@@ -444,7 +469,12 @@ func upper(pre []byte) []byte {
 // Acc reads the stored accumulators of one (key group, key, window) of
 // stream (nil when there are none): a point lookup.
 func (s *Store) Acc(stream string, kg uint16, key []byte, window int64) ([]byte, error) {
-	v, closer, err := s.db.Get(AccKey(stream, kg, key, window))
+	return s.get(stream, AccKey(stream, kg, key, window))
+}
+
+// get reads one key of stream's state (nil when absent), copied.
+func (s *Store) get(stream string, k []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}

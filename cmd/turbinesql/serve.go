@@ -40,6 +40,7 @@ type serveFlags struct {
 	auth, passwordFile, tlsCert, tlsKey        string
 	tlsRequired                                bool
 	commitEvery                                time.Duration
+	stateCacheMB                               int
 	statementTimeout                           timeoutFlag
 	saslMech, saslUser, saslPassFile           string
 	kafkaTLS                                   bool
@@ -60,6 +61,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
 		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.IntVar(&f.stateCacheMB, "state-cache-mb", server.DefaultStateCacheMB,
+		"memory (MB, shared by every stream) for the groups of TUMBLE, HOP and unwindowed aggregations; the rest live only on disk in the state store; 0 is unlimited")
 	fs.Var(&f.statementTimeout, "statement-timeout",
 		"cancel any statement running longer than this (57014), unless its session SETs statement_timeout: 5s, 250ms, 2min, 30000 (ms) or 1m30s; 0 is no limit")
 	fs.StringVar(&f.auth, "auth", server.AuthTrust, "how SQL clients log in: trust (any user, no password; keep it on loopback) or scram (SCRAM-SHA-256)")
@@ -176,10 +179,18 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	if err != nil {
 		return cfg, err
 	}
+	cacheMB := f.stateCacheMB
+	switch {
+	case cacheMB < 0:
+		return cfg, fmt.Errorf("--state-cache-mb %d: want a size in MB, or 0 for unlimited", cacheMB)
+	case cacheMB == 0:
+		cacheMB = -1 // unlimited
+	}
 	cfg = server.Config{
 		AfterTxn: afterTxn,
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
+		StateCacheMB:     cacheMB,
 		StatementTimeout: time.Duration(f.statementTimeout),
 		AllowNonDivisor:  allow == "1",
 		Auth:             auth, InitialPassword: password,

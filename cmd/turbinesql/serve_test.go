@@ -44,6 +44,7 @@ func TestBadConfigRefused(t *testing.T) {
 		{[]string{"--kafka-sasl-mechanism", "GSSAPI"}, nil, `accepted values are "" (none), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
 		{[]string{"--password-file", "/nonexistent/pw"}, nil, "password-file (from flag --password-file)"},
 		{[]string{"--commit-interval", "often"}, nil, "often"},
+		{[]string{"--state-cache-mb", "-1"}, nil, "--state-cache-mb -1: want a size in MB, or 0 for unlimited"},
 	} {
 		var out, errOut bytes.Buffer
 		env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }

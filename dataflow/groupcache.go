@@ -1,0 +1,152 @@
+package dataflow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/turbinesql/turbinesql/exec"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// CacheBudget is the server-wide memory for aggregation groups
+// (--state-cache-mb): each task of a cached aggregation holds at most an
+// equal share of it in memory, the rest only in Pebble. Shares follow the
+// number of tasks running.
+type CacheBudget struct {
+	bytes int64
+	tasks atomic.Int64
+}
+
+// NewCacheBudget is a budget of mb megabytes; nil (unlimited) when mb <= 0.
+func NewCacheBudget(mb int) *CacheBudget {
+	if mb <= 0 {
+		return nil
+	}
+	return &CacheBudget{bytes: int64(mb) << 20}
+}
+
+// share is one task's part of the budget.
+func (b *CacheBudget) share() int64 { return b.bytes / max(b.tasks.Load(), 1) }
+
+// groupStore is what a cached aggregation needs of the state store.
+type groupStore interface {
+	NewPending(stream string) *state.Pending
+	GroupWindows(stream string) ([]int64, error)
+	MoveAccsToGroups(stream string, groups []uint16) (int, error)
+}
+
+// slotOverhead is the memory of a group in the grouper beyond its key and
+// accumulators: its slot description, key-table entry (at the table's
+// load), slot list entry and marks.
+const slotOverhead = 120
+
+// groupCache is a HashAgg's link to its groups in Pebble: the groups it
+// evicted since the last commit (pending, written with that commit) and
+// the reads of the groups not in memory (exec.GroupStore).
+type groupCache struct {
+	pending *state.Pending
+	groups  []uint16
+	budget  *CacheBudget // nil: unlimited (nothing is evicted)
+	// slotBytes estimates a group's memory: slotOverhead plus the mean
+	// size of its key and encoded accumulators, learned from evictions.
+	slotBytes int64
+	// stamped: each stored group starts with when it was last changed
+	// (ms, uvarint), for state_ttl.
+	stamped bool
+	now     func() time.Time
+	buf     []byte
+}
+
+// stamp prefixes a group's encoding with the time now when stored groups
+// are stamped.
+func (g *groupCache) stamp(val []byte) []byte {
+	if !g.stamped {
+		return val
+	}
+	g.buf = binary.AppendUvarint(g.buf[:0], uint64(g.now().UnixMilli()))
+	return append(g.buf, val...)
+}
+
+// StoredAccs is a stored group's accumulators as read from the store: its
+// value less the time stamp a stream with state_ttl puts first.
+func StoredAccs(val []byte, stateTTL bool) []byte {
+	g := groupCache{stamped: stateTTL}
+	return g.unstamp(val)
+}
+
+// unstamp is a stored group's encoding without its stamp.
+func (g *groupCache) unstamp(val []byte) []byte {
+	if !g.stamped {
+		return val
+	}
+	_, n := binary.Uvarint(val)
+	return val[max(n, 0):]
+}
+
+var _ exec.GroupStore = (*groupCache)(nil)
+
+func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) error) error {
+	rs := make([]state.GroupRef, len(refs))
+	for i, r := range refs {
+		rs[i] = state.GroupRef{Window: r.Window, KG: r.KG, Key: r.Key}
+	}
+	if err := g.pending.Load(rs, func(i int, val []byte) error { return found(i, g.unstamp(val)) }); err != nil {
+		return fmt.Errorf("read groups from state: %w", err)
+	}
+	return nil
+}
+
+func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
+	return g.pending.Put(ref.Window, ref.KG, ref.Key, g.stamp(val))
+}
+
+func (g *groupCache) Scan(window int64) exec.GroupCursor {
+	return g.pending.ScanWindow(window, g.groups)
+}
+
+// maxGroups is how many groups the task may hold in memory now: its share
+// less what its pending evictions and evicted-key filters take, over a
+// group's estimated size;
+// never below a floor that lets a batch make progress.
+func (g *groupCache) maxGroups(a *exec.Aggregator) int {
+	avail := g.budget.share() - int64(g.pending.Bytes()) - int64(a.FilterBytes())
+	return int(max(avail/g.slotBytes, 64))
+}
+
+// maxPending bounds the evicted groups a commit writes at once. Pebble
+// turns a commit batch larger than half a memtable into a "flushable
+// batch" that every read then binary-searches until it is flushed: a miss
+// in such a batch costs several times one in the memtable. 8 MB keeps
+// commits well below that (the memtable is 64 MB).
+const maxPending = 8 << 20
+
+// pendingDue reports whether the evicted groups should be committed now:
+// they take a quarter of the task's share, or maxPending. They stay in
+// memory until a commit writes them.
+func (g *groupCache) pendingDue() bool {
+	if g.budget == nil {
+		return false
+	}
+	n := int64(g.pending.Bytes())
+	return n > maxPending || n > g.budget.share()/4
+}
+
+// evict brings the groups in memory back within the task's share.
+func (g *groupCache) evict(a *exec.Aggregator) error {
+	if g.budget == nil {
+		return nil
+	}
+	limit := g.maxGroups(a)
+	if a.Table.Len() <= limit {
+		return nil
+	}
+	// A tenth below the limit, so eviction runs once per many batches,
+	// not on every one.
+	mean, err := a.EvictTo(limit - limit/10)
+	if mean > 0 {
+		g.slotBytes = (3*g.slotBytes + slotOverhead + int64(mean)) / 4
+	}
+	return err
+}

@@ -1,0 +1,168 @@
+package dataflow
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// TestGroupCacheMetamorphic runs the same seeded input through an
+// aggregation twice, with a 1 MB group cache and with an unlimited one,
+// across a crash (uncommitted input replayed) and a clean restart, and
+// requires the same panes: the cache may change where groups live, never
+// what is emitted. A cached run must really have evicted groups.
+func TestGroupCacheMetamorphic(t *testing.T) {
+	queries := map[string]string{
+		"tumble": tumbleSQL,
+		"hop": `CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+			FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)`,
+		"session": `CREATE STREAM s AS SELECT k, SESSION_START(ts, INTERVAL '4' SECOND) AS ss, COUNT(*) AS n, SUM(v) AS total
+			FROM ev GROUP BY k, SESSION(ts, INTERVAL '4' SECOND)`,
+		"upsert": `CREATE STREAM s AS SELECT k, COUNT(*) AS n, SUM(v) AS total FROM ev GROUP BY k HAVING SUM(v) % 7 <> 3`,
+	}
+	const keys, events = 20000, 80000
+	rng := rand.New(rand.NewPCG(7, 13))
+	rows := make([]string, events)
+	for i := range rows {
+		sec := int64(i)*60/events + rng.Int64N(5) // 60 s of event time, a little out of order
+		rows[i] = fmt.Sprintf("k%d,u,%d,%d", rng.IntN(keys), rng.IntN(100), sec)
+	}
+	queries["tumble_emit_every"] = tumbleSQL
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			var every time.Duration
+			if name == "tumble_emit_every" {
+				every = 2 * time.Second
+			}
+			small, smallMax := runCached(t, q, rows, NewCacheBudget(1), false, every)
+			full, fullMax := runCached(t, q, rows, nil, false, every)
+			eager, _ := runCached(t, q, rows, nil, true, every)
+			if !slices.Equal(full, eager) {
+				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
+			}
+			if len(full) == 0 {
+				t.Fatal("no output")
+			}
+			if !slices.Equal(small, full) {
+				t.Fatalf("1 MB cache: %d records, unlimited: %d; first difference %s", len(small), len(full), firstDiff(small, full))
+			}
+			if name != "session" && smallMax*2 > fullMax {
+				t.Fatalf("1 MB cache held up to %d groups, unlimited %d: nothing was evicted", smallMax, fullMax)
+			}
+		})
+	}
+}
+
+// firstDiff names a few records only one of two sorted lists holds.
+func firstDiff(a, b []string) string {
+	count := map[string]int{}
+	for _, x := range a {
+		count[x]++
+	}
+	for _, x := range b {
+		count[x]--
+	}
+	var only []string
+	for x, n := range count {
+		if n != 0 && len(only) < 6 {
+			only = append(only, fmt.Sprintf("%+d %s", n, x))
+		}
+	}
+	slices.Sort(only)
+	return fmt.Sprint(only)
+}
+
+// runCached feeds rows in batches of 500, committing every 4 batches with
+// the watermark 5 s behind, crashes once (the input since the last commit
+// is read again) and restarts cleanly once, then flushes. It returns every
+// record produced, sorted, and the most groups held in memory.
+func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool, every time.Duration) (out []string, maxGroups int) {
+	p := planOf(t, q, "auto")
+	store, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	timeIdx := -1
+	if p.Window != nil {
+		timeIdx = p.Window.TimeIdx
+	}
+	var r *rig
+	var h *HashAgg
+	start := func() {
+		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every}
+		schema := p.Output
+		if every > 0 {
+			schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
+		}
+		r = newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: timeIdx}, h,
+			&Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema})
+		if n := h.Aggregator().Table.Len(); n != 0 && h.cache != nil {
+			t.Fatalf("%d groups loaded at start: the restore is not lazy", n)
+		}
+	}
+	stop := func() {
+		for _, op := range r.ops {
+			op.Close()
+		}
+	}
+	collect := func() {
+		for _, rec := range r.out.take() {
+			// Unkeyed panes are spread over partitions in emission order,
+			// which the cache may change; keyed records (upsert) are placed
+			// by key.
+			part := rec.Partition
+			if rec.Key == nil {
+				part = -1
+			}
+			out = append(out, fmt.Sprintf("%d|%s|%s", part, rec.Key, rec.Value))
+		}
+	}
+	start()
+	const batch = 500
+	committed, maxSec := int64(0), int64(0)
+	crashed, restarted := false, false
+	for off := int64(0); off < int64(len(rows)); {
+		end := min(off+batch, int64(len(rows)))
+		recs := ev(0, off, rows[off:end]...)
+		r.feed(recs)
+		maxGroups = max(maxGroups, h.Aggregator().Table.Len())
+		off = end
+		if (off/batch)%4 != 0 && off < int64(len(rows)) {
+			if !crashed && off > int64(len(rows))/3 {
+				// Crash: what was fed since the last commit is lost and
+				// read again.
+				crashed = true
+				stop()
+				start()
+				off = committed
+			}
+			continue
+		}
+		maxSec = off * 60 / int64(len(rows))
+		r.now = r.now.Add(time.Second)
+		r.watermark((maxSec-5)*1000, false)
+		collect()
+		r.commit(off)
+		committed = off
+		if !restarted && off > 2*int64(len(rows))/3 {
+			restarted = true
+			stop()
+			start()
+		}
+	}
+	r.watermark(1<<40, true)
+	collect()
+	r.commit(int64(len(rows)))
+	stop()
+	slices.Sort(out)
+	return out, maxGroups
+}
+
+var _ = kafkaio.Record{}

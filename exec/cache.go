@@ -1,0 +1,462 @@
+package exec
+
+import (
+	"bytes"
+	stdcmp "cmp"
+	"slices"
+)
+
+// This file bounds the memory of an aggregation's groups (TUMBLE, HOP and
+// unwindowed; not SESSION): hot groups stay in the group table, in the
+// grouper's form, and cold ones live only in a GroupStore. A window (or
+// HOP slice) any group of which may be in the store and not in memory is
+// cold: a new group of a cold window is looked up in the store before it
+// is folded into, and a cold window closes by reading its groups from the
+// store in order, merged with the hot ones, a chunk at a time. A window
+// that never lost a group to the store costs nothing extra.
+
+// GroupStore is where cold groups live.
+type GroupStore interface {
+	// Load reads the stored accumulators of refs in one sorted pass,
+	// calling found with the index into refs of each one stored.
+	Load(refs []StateRef, found func(i int, val []byte) error) error
+	// Evict keeps a group changed since the last commit that leaves
+	// memory; it is written with the next commit.
+	Evict(ref StateRef, val []byte) error
+	// Scan lists the stored groups of one window (or slice) in (key
+	// group, key) order.
+	Scan(window int64) GroupCursor
+}
+
+// GroupCursor walks stored groups; key and val are valid until the next
+// call.
+type GroupCursor interface {
+	Next() (kg uint16, key, val []byte, ok bool)
+	Close() error
+}
+
+// chunkRows is how many groups of a cold window one emitted batch holds.
+const chunkRows = 4096
+
+// UseStore makes the aggregation keep at most the groups EvictTo allows in
+// memory, the rest in st. cold lists the windows the store may hold groups
+// of (at start: every window it holds).
+func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
+	a.store = st
+	a.evicted = map[int64]*keyFilter{}
+	a.cold = map[int64]bool{}
+	for _, w := range cold {
+		a.cold[w] = true
+	}
+}
+
+// Cold reports whether window (or slice) w may have groups only in the
+// store.
+func (a *Aggregator) Cold(w int64) bool { return a.cold[w] }
+
+// loadMisses fills the slots a batch just created in cold windows from
+// the store, in one sorted pass. rows are the batch rows that created a
+// slot.
+func (a *Aggregator) loadMisses(newRows []int, slots []uint32) error {
+	var refs []StateRef
+	var at []uint32
+	for _, i := range newRows {
+		s := slots[i]
+		m := a.Table.Meta(s)
+		if !a.cold[m.Window] {
+			continue
+		}
+		if f := a.evicted[m.Window]; f != nil && !f.mayHold(a.Table.Key(s)) {
+			continue // never stored: this run cooled the window, not this key
+		}
+		refs = append(refs, StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window})
+		at = append(at, s)
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	return a.store.Load(refs, func(i int, val []byte) error {
+		s := at[i]
+		a.Table.Meta(s).Stored = true
+		return a.Table.Merge(s, val)
+	})
+}
+
+// EvictTo evicts groups until at most max are in memory: a clock sweep
+// that passes over the groups updated since it last came by (clearing
+// their mark) and evicts the others, writing the changed ones to the
+// store. It returns the mean encoded size of the groups it wrote (0:
+// none), for the caller's estimate of a group's memory.
+func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
+	t := a.Table
+	if a.store == nil || a.sessions != nil || t.live <= max {
+		return 0, nil
+	}
+	total, written := 0, 0
+	n := uint32(len(t.meta))
+	for pass := uint32(0); t.live > max && pass < 2*n+1; pass++ {
+		s := t.hand
+		if t.hand++; t.hand >= n {
+			t.hand = 0
+		}
+		m := &t.meta[s]
+		if !m.live {
+			continue
+		}
+		if t.ref[s] {
+			t.ref[s] = false
+			continue
+		}
+		if t.marked[s] {
+			a.encBuf = t.Encode(a.encBuf[:0], s)
+			if err := a.store.Evict(StateRef{KG: m.KG, Key: t.Key(s), Window: m.Window}, a.encBuf); err != nil {
+				return 0, err
+			}
+			total += len(a.encBuf) + int(m.klen)
+			written++
+		}
+		a.noteEvicted(m.Window, t.Key(s))
+		t.evict(s)
+	}
+	if written == 0 {
+		return 0, nil
+	}
+	return total / written, nil
+}
+
+// noteEvicted records that window w lost key to the store: the window is
+// cold, and, unless it was cold since start, its filter holds the key.
+func (a *Aggregator) noteEvicted(w int64, key []byte) {
+	f := a.evicted[w]
+	if !a.cold[w] {
+		a.cold[w] = true
+		f = &keyFilter{}
+		a.evicted[w] = f
+	}
+	if f != nil {
+		f.add(key)
+	}
+}
+
+// FilterBytes is the memory of the evicted-key filters.
+func (a *Aggregator) FilterBytes() int {
+	n := 0
+	for _, f := range a.evicted {
+		n += f.bytes()
+	}
+	return n
+}
+
+// evict removes live slot s from its window's key table and recycles it.
+// The window stays (possibly empty): the caller marks it cold.
+func (t *GroupTable) evict(s uint32) {
+	m := &t.meta[s]
+	g := t.windows[m.Window]
+	key := m.key(g.arena)
+	p := makeProbeKey(key)
+	g.keys.remove(&p, s)
+	last := g.slots[len(g.slots)-1]
+	g.slots[m.pos] = last
+	t.meta[last].pos = m.pos
+	g.slots = g.slots[:len(g.slots)-1]
+	g.garbage += int(m.klen)
+	m.live = false
+	t.marked[s] = false
+	t.ref[s] = false
+	t.free = append(t.free, s)
+	t.live--
+	if g.garbage > 64<<10 && g.garbage > len(g.arena)/2 {
+		g.compact(t.meta)
+	}
+}
+
+// compact rewrites the arena with the live slots' keys only.
+func (g *windowGroups) compact(meta []SlotMeta) {
+	arena := make([]byte, 0, len(g.arena)-g.garbage)
+	for _, s := range g.slots {
+		m := &meta[s]
+		off := uint32(len(arena))
+		arena = append(arena, m.key(g.arena)...)
+		m.off = off
+	}
+	g.arena, g.garbage = arena, 0
+}
+
+// remove deletes slot's entry (whose key probes as p), shifting back the
+// entries after it in its probe run, so lookups need no tombstones.
+func (t *keyTable) remove(p *probeKey, slot uint32) {
+	mask := len(t.entries) - 1
+	i := int(p.hash) & mask
+	for t.entries[i].slot != slot+1 {
+		if t.entries[i].slot == 0 {
+			panic("exec: evicting a slot its key table does not hold") // a bug in the table
+		}
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		e := t.entries[j]
+		if e.slot == 0 {
+			break
+		}
+		h := int(e.hash) & mask
+		// e stays when its home is cyclically in (i, j].
+		if (i <= j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
+			continue
+		}
+		t.entries[i] = e
+		i = j
+	}
+	t.entries[i] = keyEntry{}
+	t.n--
+}
+
+// find returns the live slot of (window, key) without creating one.
+func (t *GroupTable) find(window int64, key []byte) (uint32, bool) {
+	g := t.windows[window]
+	if g == nil || g.keys.entries == nil {
+		return 0, false
+	}
+	p := makeProbeKey(key)
+	s, _, ok := g.keys.find(&p, key, g.arena, t.meta)
+	return s, ok
+}
+
+// windowSource is one slice of a cold window as a sorted stream of
+// groups: its hot slots and its stored groups not hot, merged by (key
+// group, key).
+type windowSource struct {
+	a      *Aggregator
+	slice  int64
+	hot    []uint32
+	cur    GroupCursor
+	ckg    uint16
+	ckey   []byte
+	cval   []byte
+	cok    bool
+	kg     uint16
+	key    []byte
+	enc    []byte
+	ok     bool
+	encBuf []byte
+}
+
+func (a *Aggregator) newWindowSource(slice int64) *windowSource {
+	src := &windowSource{a: a, slice: slice, cur: a.store.Scan(slice)}
+	if g := a.Table.windows[slice]; g != nil {
+		src.hot = append([]uint32(nil), g.slots...)
+		slices.SortFunc(src.hot, func(x, y uint32) int {
+			mx, my := &a.Table.meta[x], &a.Table.meta[y]
+			if c := stdcmp.Compare(mx.KG, my.KG); c != 0 {
+				return c
+			}
+			return bytes.Compare(mx.key(g.arena), my.key(g.arena))
+		})
+	}
+	src.advanceCold()
+	src.next()
+	return src
+}
+
+// advanceCold moves the store cursor to its next group that is not hot.
+func (w *windowSource) advanceCold() {
+	for {
+		w.ckg, w.ckey, w.cval, w.cok = w.cur.Next()
+		if !w.cok {
+			return
+		}
+		if _, hot := w.a.Table.find(w.slice, w.ckey); !hot {
+			return
+		}
+	}
+}
+
+// next sets (kg, key, enc) to the source's next group.
+func (w *windowSource) next() {
+	t := w.a.Table
+	takeHot := len(w.hot) > 0
+	if takeHot && w.cok {
+		m := &t.meta[w.hot[0]]
+		c := stdcmp.Compare(m.KG, w.ckg)
+		if c == 0 {
+			c = bytes.Compare(t.Key(w.hot[0]), w.ckey)
+		}
+		takeHot = c < 0
+	}
+	switch {
+	case takeHot:
+		s := w.hot[0]
+		w.hot = w.hot[1:]
+		w.kg = t.meta[s].KG
+		w.key = append(w.key[:0], t.Key(s)...)
+		w.encBuf = t.Encode(w.encBuf[:0], s)
+		w.enc, w.ok = w.encBuf, true
+	case w.cok:
+		w.kg, w.key = w.ckg, append(w.key[:0], w.ckey...)
+		w.encBuf = append(w.encBuf[:0], w.cval...)
+		w.enc, w.ok = w.encBuf, true
+		w.advanceCold()
+	default:
+		w.ok = false
+	}
+}
+
+func (w *windowSource) less(o *windowSource) bool {
+	if w.kg != o.kg {
+		return w.kg < o.kg
+	}
+	return bytes.Compare(w.key, o.key) < 0
+}
+
+// coldWindow emits a cold window's rows a chunk at a time.
+type coldWindow struct {
+	a          *Aggregator
+	start, end int64
+	srcs       []*windowSource
+	tab        *GroupTable
+	done       bool
+}
+
+// WindowChunks builds the rows of window w (start w) as it stands now, a
+// chunk at a time when any of its slices is cold: first is the first
+// chunk (nil when the window is empty), more yields the next (nil at the
+// end; nil more: first is all). Chunks come in (key group, key) order.
+func (a *Aggregator) WindowChunks(w int64) (first *Batch, more func() (*Batch, error), err error) {
+	spec := a.Window
+	cold := false
+	sl := []int64{w}
+	if a.emitTab != nil {
+		sl = spec.SlicesOfWindow(w)
+	}
+	for _, s := range sl {
+		cold = cold || a.cold[s]
+	}
+	if !cold {
+		b, err := a.EmitWindow(w)
+		return b, nil, err
+	}
+	tab, err := a.newTable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cw := &coldWindow{a: a, start: w, end: w + spec.Size, tab: tab}
+	for _, s := range sl {
+		cw.srcs = append(cw.srcs, a.newWindowSource(s))
+	}
+	first, err = cw.next()
+	if err != nil || first == nil {
+		return nil, nil, err
+	}
+	return first, cw.next, nil
+}
+
+// next merges up to chunkRows groups across the window's slices and emits
+// them; nil at the end, when the store cursors are closed.
+func (cw *coldWindow) next() (*Batch, error) {
+	if cw.done {
+		return nil, nil
+	}
+	t := cw.tab
+	var slots []uint32
+	for len(slots) < chunkRows {
+		var lo *windowSource
+		for _, s := range cw.srcs {
+			if s.ok && (lo == nil || s.less(lo)) {
+				lo = s
+			}
+		}
+		if lo == nil {
+			break
+		}
+		kg, key := lo.kg, slices.Clone(lo.key)
+		dst := t.Slot(cw.start, key, kg)
+		slots = append(slots, dst)
+		for _, s := range cw.srcs {
+			for s.ok && s.kg == kg && bytes.Equal(s.key, key) {
+				if err := t.Merge(dst, s.enc); err != nil {
+					return nil, cw.close(err)
+				}
+				s.next()
+			}
+		}
+	}
+	if len(slots) == 0 {
+		cw.done = true
+		return nil, cw.close(nil)
+	}
+	b, err := cw.a.emit(t, slots, cw.start, cw.end)
+	t.CloseWindow(cw.start)
+	if err != nil {
+		return nil, cw.close(err)
+	}
+	return b, nil
+}
+
+func (cw *coldWindow) close(err error) error {
+	cw.done = true
+	for _, s := range cw.srcs {
+		if cerr := s.cur.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// PendingChanges emits an unwindowed aggregation's groups that changed and
+// were evicted since the last commit (they are in the store's pending
+// writes, given by each), skipping those back in memory (their hot slot is
+// newer and is emitted with the dirty ones).
+func (a *Aggregator) PendingChanges(each func(fn func(kg uint16, key, val []byte) error) error) (*Batch, error) {
+	tab, err := a.newTable()
+	if err != nil {
+		return nil, err
+	}
+	var slots []uint32
+	err = each(func(kg uint16, key, val []byte) error {
+		if _, hot := a.Table.find(NoWindow, key); hot {
+			return nil
+		}
+		s := tab.Slot(NoWindow, slices.Clone(key), kg)
+		slots = append(slots, s)
+		return tab.Merge(s, val)
+	})
+	if err != nil || len(slots) == 0 {
+		return nil, err
+	}
+	return a.emit(tab, slots, 0, 0)
+}
+
+// ExpireGroup forgets the unwindowed group key whose stored copy has
+// expired (state_ttl), unless it changed since the last commit (then it
+// is not expired: the commit stores it anew). It reports whether the
+// group expired.
+func (a *Aggregator) ExpireGroup(key []byte) bool {
+	s, hot := a.Table.find(NoWindow, key)
+	if !hot {
+		return true
+	}
+	if a.Table.marked[s] {
+		return false
+	}
+	a.Table.evict(s)
+	return true
+}
+
+// KeyColumns decodes encoded group keys into the key columns of a batch
+// (the keys of groups with no rows to emit: expired ones).
+func (a *Aggregator) KeyColumns(keys [][]byte) (*Batch, error) {
+	out := &Batch{N: len(keys), Cols: make([]*Vec, len(a.KeyTypes))}
+	for j, kt := range a.KeyTypes {
+		out.Cols[j] = newVec(kt, len(keys))
+	}
+	for i, k := range keys {
+		vals, err := DecodeKey(k, a.KeyTypes)
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range vals {
+			setValue(out.Cols[j], i, v)
+		}
+	}
+	return out, nil
+}
