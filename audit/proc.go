@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,8 @@ type serverConfig struct {
 	bin, brokers, dataDir, logPath, appID string
 	// crashAfterTxn is TURBINESQL_CRASH_AFTER_TXN for the server (0: unset).
 	crashAfterTxn float64
+	// cacheMB is the server's --state-cache-mb (0: its default).
+	cacheMB int
 }
 
 // crashAfterTxnExit is the exit code of a crash the server injected
@@ -45,6 +48,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	fmt.Fprintf(logf, "=== chaos: server run %d starts at %s\n", run, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, "serve", "--brokers", c.brokers, "--data-dir", c.dataDir,
 		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", c.appID)
+	if c.cacheMB > 0 {
+		cmd.Args = append(cmd.Args, "--state-cache-mb", strconv.Itoa(c.cacheMB))
+	}
 	cmd.Stderr = logf
 	if c.crashAfterTxn > 0 {
 		cmd.Env = append(os.Environ(), fmt.Sprintf("TURBINESQL_CRASH_AFTER_TXN=%g", c.crashAfterTxn))

@@ -41,6 +41,7 @@ type options struct {
 	faults, brokerFaults int
 	seconds              float64
 	crashAfterTxn        float64
+	cacheMB              int
 	events               int
 	extBrokers           string
 	guarantee            string
@@ -66,6 +67,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.IntVar(&o.faults, "kills", defaults.Kills, "server faults: SIGKILL (or a clean SIGTERM, see -sigterm), each followed by a restart on the same data dir")
 	fs.IntVar(&o.events, "events", defaults.Events, "input rows to produce (0: produce for -seconds); with -rate this sets how long the run takes")
 	fs.Float64Var(&o.crashAfterTxn, "crash-after-txn", defaults.CrashAfterTxn, "exactly-once only: probability, per task commit, that the server crashes itself between the transaction's commit and the state's write (the narrowest window; TURBINESQL_CRASH_AFTER_TXN)")
+	fs.IntVar(&o.cacheMB, "state-cache-mb", 0, "the server's --state-cache-mb (0: its default): a small cache makes every stream's state live mostly in Pebble")
 	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")
 	fs.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
 	fs.Float64Var(&o.seconds, "seconds", 120, "how long input is produced (wall clock) when -events is 0; the faults fall within it")
@@ -202,7 +204,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	} else if c.brokers, c.stopBrk, err = harness.StartBrokerAt("127.0.0.1:0", brokerDir); err != nil {
 		return 0, err
 	}
-	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos"}
+	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this
 		// run's topics and app id (its catalog topic) are its own.
