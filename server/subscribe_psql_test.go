@@ -44,7 +44,10 @@ func TestSubscribePsql(t *testing.T) {
 	// user at a terminal sees them.
 	stdbuf, err := exec.LookPath("stdbuf")
 	if err != nil {
-		t.Skip("stdbuf (coreutils) not on PATH")
+		if os.Getenv("CI_REQUIRE_PSQL") == "1" {
+			t.Fatal("stdbuf (coreutils) required with psql (CI_REQUIRE_PSQL=1) but not found")
+		}
+		t.Skip("stdbuf (coreutils) not on PATH: it is in Debian's coreutils")
 	}
 	cmd := exec.CommandContext(ctx, stdbuf, "-oL", psql, "-X", "-h", host, "-p", port, "-U", "turbine", "-d", "turbine",
 		"-c", "COPY (SUBSCRIBE TO ps_rows) TO STDOUT")
