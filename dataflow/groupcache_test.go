@@ -166,3 +166,64 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 }
 
 var _ = kafkaio.Record{}
+
+// TestHopReclosesOnlyItsOwnWindows: two tasks share a store; one closes a
+// HOP window and commits, the other has not reached it. Restarted, the
+// first must not close that window again: the slice its close removed
+// still exists in the store, but only with the other task's groups. (It
+// did: the pane, re-closed from the window's later slices alone, was
+// wrong and smaller.)
+func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
+	q := `CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND)`
+	p := planOf(t, q, "auto")
+	store, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	keyOf := func(part int32) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprintf("k%d", i); state.OwnerOf(state.GroupOf([]byte(k), 2), 2) == part {
+				return k
+			}
+		}
+	}
+	start := func(part int32) *rig {
+		return newRig(t, store, part, 2, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &HashAgg{Plan: p},
+			&Project{Filter: p.Having, Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
+	}
+	var rows [2][]string
+	for part := range rows {
+		k := keyOf(int32(part))
+		for sec := 0; sec < 40; sec++ {
+			rows[part] = append(rows[part], fmt.Sprintf("%s,u,1,%d", k, sec))
+		}
+	}
+	r0, r1 := start(0), start(1)
+	r0.feed(ev(0, 0, rows[0]...))
+	r1.feed(ev(1, 0, rows[1]...))
+	// Task 0 closes [0 s, 20 s) (and the HOP windows before it), removing
+	// slice [0 s, 5 s); task 1 stays behind.
+	r0.watermark(20_000, false)
+	closed := values(t, r0.out.take())
+	r0.commit(40)
+	r1.watermark(5_000, false)
+	r1.commit(40)
+	if len(closed) == 0 {
+		t.Fatal("task 0 closed no window")
+	}
+	for _, op := range r0.ops {
+		op.Close()
+	}
+	r0 = start(0)
+	r0.watermark(20_000, false)
+	if again := values(t, r0.out.take()); len(again) != 0 {
+		t.Fatalf("windows closed before the restart closed again: %v (first time: %v)", again, closed)
+	}
+	r0.watermark(25_000, false)
+	next := values(t, r0.out.take())
+	if len(next) != 1 || next[0]["n"] != float64(20) {
+		t.Fatalf("window [5 s, 25 s) after the restart: %v, want one pane of 20 rows", next)
+	}
+}

@@ -2,17 +2,22 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestExactlyOnceCatchesUpAfterStateLag puts every stage of a stream in
@@ -278,5 +283,88 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	rows.Close()
 	if want := []string{"00:00:00 1", "00:00:10 2"}; !slices.Equal(got, want) {
 		t.Errorf("panes %v, want %v (each once)", got, want)
+	}
+}
+
+// TestFlushWaitsForAbortedCommitRecovery: the broker refuses one
+// exactly-once task's produce (OUT_OF_ORDER_SEQUENCE_NUMBER, as a broker
+// can after its own restart). The transaction aborts, the stream
+// restarts itself from its state, and a FLUSH running meanwhile waits for
+// that and succeeds: every pane once, for read_committed readers.
+func TestFlushWaitsForAbortedCommitRecovery(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var armed, refused atomic.Bool
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		if !armed.Load() || r.TransactionID == nil || !strings.HasSuffix(*r.TransactionID, "-0") {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OutOfOrderSequenceNumber.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		if !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		refused.Store(true)
+		return resp, nil, true
+	})
+	addr := cluster.ListenAddrs()
+	srv := startTestServer(t, t.TempDir(), func(c *Config) { c.Brokers = addr; c.AppID = "abort" })
+	defer srv.Close()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
+		`CREATE STREAM w WITH (processing_guarantee = 'exactly_once') AS
+			SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`,
+		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:01'), ('a', TIMESTAMP '2026-01-01 00:00:02')`,
+		`FLUSH`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	armed.Store(true)
+	for _, q := range []string{
+		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:12'), ('a', TIMESTAMP '2026-01-01 00:00:13'), ('a', TIMESTAMP '2026-01-01 00:00:25')`,
+		`FLUSH`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if !refused.Load() {
+		t.Fatal("no commit was refused: the test injected nothing")
+	}
+	var got []string
+	for _, v := range readOutput(ctx, t, addr, "w", true) {
+		var pane struct {
+			WS string `json:"ws"`
+			N  int64  `json:"n"`
+		}
+		if err := json.Unmarshal([]byte(v), &pane); err != nil {
+			t.Fatalf("pane %s: %v", v, err)
+		}
+		got = append(got, fmt.Sprintf("%s %d", pane.WS, pane.N))
+	}
+	slices.Sort(got)
+	want := []string{"2026-01-01T00:00:00Z 2", "2026-01-01T00:00:10Z 2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed panes %v, want %v", got, want)
 	}
 }

@@ -330,7 +330,65 @@ func (s *Server) scanQuery(ctx context.Context, p *planner.Plan) ([][]any, error
 // to its input before the call, closed the windows that input closes and
 // committed. Streams feeding streams need rounds: it repeats until a round
 // finds no input moved.
-func (s *Server) flush(ctx context.Context) error { return s.flushStages(ctx) }
+//
+// An exactly-once stream whose transaction Kafka did not take restarts by
+// itself (recover.go): FLUSH waits for that restart and flushes again,
+// rather than report a failure that mends itself within seconds.
+func (s *Server) flush(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		failed, err := s.flushStages(ctx)
+		if err != nil || len(failed) == 0 {
+			return err
+		}
+		if attempt == flushRecoveries || !allAborted(failed) {
+			return flushFailures(failed)
+		}
+		if err := s.awaitRestart(ctx, failed); err != nil {
+			return err
+		}
+	}
+}
+
+// flushRecoveries is how many self-restarts of failed exactly-once
+// streams one FLUSH waits for.
+const flushRecoveries = 3
+
+// allAborted reports whether every failure is an exactly-once commit
+// Kafka did not take (the stream restarts by itself).
+func allAborted(failed map[string]error) bool {
+	for _, err := range failed {
+		var aborted *dataflow.TxnAborted
+		if !errors.As(err, &aborted) {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitRestart waits until every stream in failed runs again (or is gone),
+// at most as long as recover.go's longest back-off.
+func (s *Server) awaitRestart(ctx context.Context, failed map[string]error) error {
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		running := true
+		s.mu.Lock()
+		for name := range failed {
+			if r, ok := s.streams[name]; ok && (r.failing() || r.hop != nil && r.hop.stage.Err() != nil) {
+				running = false
+			}
+		}
+		s.mu.Unlock()
+		if running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
 
 func sameEnds(a, b map[string]map[int32]int64) bool {
 	if a == nil || len(a) != len(b) {

@@ -492,10 +492,10 @@ func (s *Server) restartAfterResize(name string) {
 
 // flushStages runs FLUSH: the hops first (what they write is the input of
 // the streams behind them), then each stream's stages. A failed stream is
-// reported, and the others still complete.
-func (s *Server) flushStages(ctx context.Context) error {
+// returned in failed, and the others still complete.
+func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err error) {
 	var prev map[string]map[int32]int64
-	failed := map[string]error{}
+	failed = map[string]error{}
 	for round := 0; round < 20; round++ {
 		s.mu.Lock()
 		var hops []*sharedHop
@@ -548,14 +548,14 @@ func (s *Server) flushStages(ctx context.Context) error {
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		if sameEnds(prev, ends) {
 			break
 		}
 		prev = ends
 	}
-	return flushFailures(failed)
+	return failed, nil
 }
 
 // flushFailures reports the streams a FLUSH could not complete (nil: none).
