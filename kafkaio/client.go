@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sort"
 	"strconv"
@@ -150,18 +151,34 @@ func IsTooLarge(err error) bool {
 }
 
 // EnsureTopic creates topic with n partitions if missing and returns its
-// actual count. configs are topic configs (nil: broker defaults).
+// actual count. configs are topic configs (nil: broker defaults); the
+// replication factor and min.insync.replicas are the Conn's.
 func (k *Client) EnsureTopic(ctx context.Context, topic string, n int, configs map[string]*string) (int, error) {
 	have, err := k.Partitions(ctx, topic)
 	if err != nil || have > 0 {
 		return have, err
 	}
-	resp, err := k.adm.CreateTopic(ctx, int32(n), 1, configs, topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, fmt.Errorf("create topic %s: %w", topic, err)
+	rf := int16(-1) // the broker's default.replication.factor
+	if k.conn.ReplicationFactor > 0 {
+		rf = int16(k.conn.ReplicationFactor)
 	}
-	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-		return 0, fmt.Errorf("create topic %s: %w", topic, resp.Err)
+	if isr := k.conn.MinInsyncReplicas; isr > 0 && configs["min.insync.replicas"] == nil {
+		configs = maps.Clone(configs)
+		if configs == nil {
+			configs = map[string]*string{}
+		}
+		v := strconv.Itoa(isr)
+		configs["min.insync.replicas"] = &v
+	}
+	resp, err := k.adm.CreateTopic(ctx, int32(n), rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		if errors.Is(err, kerr.InvalidReplicationFactor) {
+			return 0, fmt.Errorf("create topic %s: %w (replication factor %s: the cluster has fewer brokers; set --replication-factor)", topic, err, rfText(rf))
+		}
+		return 0, fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	// Wait until metadata shows the topic with a leader for every
 	// partition, so the next produce or offset lookup finds it. kfake
@@ -185,6 +202,13 @@ func (k *Client) EnsureTopic(ctx context.Context, topic string, n int, configs m
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+func rfText(rf int16) string {
+	if rf < 0 {
+		return "the broker's default"
+	}
+	return strconv.Itoa(int(rf))
 }
 
 // allLed reports whether every partition of t has a leader.

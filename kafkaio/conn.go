@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -50,6 +51,15 @@ type Conn struct {
 	// certificates (default: the host of each broker address).
 	TLSServerName string
 
+	// ReplicationFactor is the replication factor of every topic the
+	// server creates, internal or not (0: the broker's
+	// default.replication.factor). A real cluster wants 3.
+	ReplicationFactor int
+	// MinInsyncReplicas, when set, is the min.insync.replicas of every
+	// topic the server creates (0: the broker's default). With acks=all
+	// (every producer here) it is how many replicas must hold a write.
+	MinInsyncReplicas int
+
 	// base is the validated option set, built by Validate.
 	base []kgo.Opt
 }
@@ -59,6 +69,12 @@ type Conn struct {
 func (c *Conn) Validate() error {
 	if len(c.Brokers) == 0 {
 		return fmt.Errorf("kafka: no brokers")
+	}
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
+		return fmt.Errorf("kafka: replication factor %d: want 1 to %d, or 0 for the broker's default", c.ReplicationFactor, math.MaxInt16)
+	}
+	if c.MinInsyncReplicas < 0 || c.ReplicationFactor > 0 && c.MinInsyncReplicas > c.ReplicationFactor {
+		return fmt.Errorf("kafka: min.insync.replicas %d: want 1 to the replication factor (%d), or 0 for the broker's default", c.MinInsyncReplicas, c.ReplicationFactor)
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
 	mech, err := c.saslMechanism()

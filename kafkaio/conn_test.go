@@ -22,6 +22,8 @@ func TestValidateRefusesBadSettings(t *testing.T) {
 		"CA file is not PEM": {Brokers: []string{"b:9092"}, TLSCA: writeFile(t, "not a certificate")},
 		"key does not parse": {Brokers: []string{"b:9092"}, TLSCert: certs.Cert, TLSKey: certs.CA},
 		"unknown SCRAM hash": {Brokers: []string{"b:9092"}, SASLMechanism: "scram-sha-999", SASLUser: "u"},
+		"negative factor":    {Brokers: []string{"b:9092"}, ReplicationFactor: -1},
+		"isr above factor":   {Brokers: []string{"b:9092"}, ReplicationFactor: 2, MinInsyncReplicas: 3},
 	} {
 		c := c
 		if err := c.Validate(); err == nil {

@@ -41,6 +41,7 @@ type serveFlags struct {
 	tlsRequired                                bool
 	commitEvery                                time.Duration
 	stateCacheMB                               int
+	replicationFactor, minInsync               int
 	statementTimeout                           timeoutFlag
 	saslMech, saslUser, saslPassFile           string
 	kafkaTLS                                   bool
@@ -73,6 +74,10 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
 	fs.StringVar(&f.saslUser, "kafka-sasl-username", "", "Kafka SASL user name")
 	fs.StringVar(&f.saslPassFile, "kafka-sasl-password-file", "", "file holding the Kafka SASL password (or set TURBINE_KAFKA_SASL_PASSWORD)")
+	fs.IntVar(&f.replicationFactor, "replication-factor", 0,
+		"replication factor of every topic the server creates: the catalog, internal (hop, progress, DLQ, late) and output topics (0: the broker's default.replication.factor)")
+	fs.IntVar(&f.minInsync, "min-insync-replicas", 0,
+		"min.insync.replicas of every topic the server creates (0: the broker's default); at most --replication-factor")
 	fs.BoolVar(&f.kafkaTLS, "kafka-tls", false, "connect to the brokers over TLS (implied by the other --kafka-tls-* flags)")
 	fs.StringVar(&f.kafkaCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots)")
 	fs.StringVar(&f.kafkaCert, "kafka-tls-cert", "", "PEM client certificate for mTLS to the brokers")
@@ -198,6 +203,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		Kafka: kafkaio.Conn{
 			SASLMechanism: mech, SASLUser: f.saslUser, SASLPassword: saslPass,
 			TLS: f.kafkaTLS, TLSCA: f.kafkaCA, TLSCert: f.kafkaCert, TLSKey: f.kafkaKey, TLSServerName: f.kafkaTLSName,
+			ReplicationFactor: f.replicationFactor, MinInsyncReplicas: f.minInsync,
 		},
 	}
 	for _, b := range strings.Split(f.brokers, ",") {
