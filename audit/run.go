@@ -158,8 +158,9 @@ type chaos struct {
 }
 
 // lateSeen is what one server run reported late for a stream: SHOW
-// STREAMS's late_rows and the /metrics late counters.
-type lateSeen struct{ show, metric int64 }
+// STREAMS's late_rows, the /metrics late counter, and the partials a
+// combine's merge stage dropped as redelivered.
+type lateSeen struct{ show, metric, redelivered int64 }
 
 func (c *chaos) logf(format string, args ...any) {
 	fmt.Printf("[%6.1fs] %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
@@ -633,15 +634,20 @@ func (c *chaos) pollOnce(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	m, err := lateFromMetrics(qctx, s.metricsURL)
+	late, redelivered, err := countersFromMetrics(qctx, s.metricsURL)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name, n := range m {
+	for name, n := range late {
 		l := c.seen(run, name)
 		l.metric = max(l.metric, n)
+		c.late[run][name] = l
+	}
+	for name, n := range redelivered {
+		l := c.seen(run, name)
+		l.redelivered = max(l.redelivered, n)
 		c.late[run][name] = l
 	}
 	return nil
@@ -683,6 +689,7 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 	for _, perRun := range c.late {
 		v.late += perRun[s.name].show
 		v.lateMetric += perRun[s.name].metric
+		v.redelivered += perRun[s.name].redelivered
 	}
 	v.status = c.status[s.name]
 	c.mu.Unlock()

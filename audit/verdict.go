@@ -31,15 +31,16 @@ type verdict struct {
 	records                                      int // output records read
 	audited, lost, wrong, dup, unexpected, early int
 	late                                         int64 // SHOW STREAMS late_rows, summed over server runs
-	lateMetric                                   int64 // turbine_late_rows_total + turbine_combine_late_partials_total, likewise
+	lateMetric                                   int64 // turbine_late_rows_total, likewise
+	redelivered                                  int64 // turbine_combine_late_partials_total, likewise
 	lateTopic                                    int64 // records in the late-data topic; -1: the stream has none
 	status                                       string
 	examples                                     []string
 }
 
 func (v verdict) failed() bool {
-	if v.spec.guarantee == "exactly_once" && v.dup > 0 {
-		return true // exactly-once writes every pane once
+	if v.spec.guarantee == "exactly_once" && (v.dup > 0 || v.redelivered > 0) {
+		return true // exactly-once writes every pane, and ships every partial, once
 	}
 	return v.lost > 0 || v.wrong > 0 || v.unexpected > 0 || v.late > 0 || v.lateMetric > 0 || v.lateTopic > 0 || v.status != "running"
 }
@@ -263,7 +264,7 @@ func readTopic(ctx context.Context, brokers string, topic string) ([]*kgo.Record
 // printTable writes the verdicts as the table `make chaos` prints.
 func printTable(w io.Writer, vs []verdict, faults int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stream\tplan\twindow\tfaults\tpanes\tlost\twrong\tduplicated\tunexpected\tlate\tlate metric\tlate topic\trecords\tstatus\t")
+	fmt.Fprintln(tw, "stream\tplan\twindow\tfaults\tpanes\tlost\twrong\tduplicated\tredelivered\tunexpected\tlate\tlate metric\tlate topic\trecords\tstatus\t")
 	for _, v := range vs {
 		lt := "-"
 		if v.lateTopic >= 0 {
@@ -273,8 +274,12 @@ func printTable(w io.Writer, vs []verdict, faults int) {
 		if v.spec.kind == upsert {
 			dup = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t\n", v.spec.name, v.spec.plan, v.spec.kind, faults,
-			v.audited, v.lost, v.wrong, dup, v.unexpected, v.late, v.lateMetric, lt, v.records, v.status)
+		red := "-"
+		if v.spec.plan == combine {
+			red = fmt.Sprint(v.redelivered)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t\n", v.spec.name, v.spec.plan, v.spec.kind, faults,
+			v.audited, v.lost, v.wrong, dup, red, v.unexpected, v.late, v.lateMetric, lt, v.records, v.status)
 	}
 	tw.Flush()
 }

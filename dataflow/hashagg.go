@@ -159,9 +159,13 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 }
 
 // mergePartials folds shipped partial accumulators into their (window,
-// key) groups. A partial for a window already closed (a redelivery after a
-// crash, under at-least-once) is dropped and counted, never merged into a
-// second pane.
+// key) groups. A partial for a window already closed is dropped and
+// counted in turbine_combine_late_partials_total, never merged into a
+// second pane. It is a redelivery, not a late row: the window closed
+// only once its source's marker had passed it, and a source ships a
+// window before that marker, so this is a copy shipped again after a
+// crash (at-least-once). Rows late at the source are dropped and counted
+// there.
 func (h *HashAgg) mergePartials(b *Batch) error {
 	spec := h.Plan.Window.Spec
 	for _, rec := range b.Recs {
@@ -173,7 +177,6 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 		// holding it is open.
 		if h.hasWM && spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
 			h.env.Metrics.CombineLatePartials.WithLabelValues(h.env.Name).Inc()
-			h.env.Stats.Late.Add(1)
 			continue
 		}
 		if !hasSource { // written before partials named their source
