@@ -14,9 +14,45 @@ import (
 type Pending struct {
 	cl      *kgo.Client // the shared producer, or a task's transactional one
 	aloneMu *sync.Mutex // one record at a time (produceAlone)
-	wg      sync.WaitGroup
 	mu      sync.Mutex
 	err     error
+	// inflight counts the records not acknowledged yet; idle is closed
+	// when it drops to zero. Not a sync.WaitGroup: a Flush that gives up
+	// (its context ends, as at shutdown) leaves no waiter behind, and the
+	// next Produce may start a new round at once (a WaitGroup panics when
+	// it is reused while an abandoned Wait has not returned).
+	inflight int
+	idle     chan struct{}
+}
+
+// closedChan is an idle channel of a Pending with nothing in flight.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (p *Pending) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.inflight++
+}
+
+func (p *Pending) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight--; p.inflight == 0 {
+		close(p.idle)
+	}
+}
+
+// idleCh is closed once nothing produced so far is in flight.
+func (p *Pending) idleCh() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight == 0 {
+		return closedChan
+	}
+	return p.idle
 }
 
 // NewPending is an empty set of pending records.
@@ -31,11 +67,11 @@ func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, r
 // of its records is too large, so a refused record is first sent again on
 // its own: only one that is too large alone goes to tooLarge.
 func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Record)) {
-	p.wg.Add(1)
+	p.add()
 	p.cl.Produce(ctx, rec, func(_ *Record, err error) {
 		if err != nil && tooLarge != nil && IsTooLarge(err) {
 			go func() { // not on the producer's callback goroutine
-				defer p.wg.Done()
+				defer p.done()
 				if err := p.produceAlone(ctx, rec); err != nil {
 					if IsTooLarge(err) {
 						tooLarge(rec) // before Done: what it produces is waited for too
@@ -49,7 +85,7 @@ func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Rec
 		if err != nil {
 			p.setErr(rec, err)
 		}
-		p.wg.Done()
+		p.done()
 	})
 }
 
@@ -73,10 +109,8 @@ func (p *Pending) produceAlone(ctx context.Context, rec *Record) error {
 // Flush waits for every record produced so far and returns the first
 // failure among them (then forgets it).
 func (p *Pending) Flush(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.idleCh():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
