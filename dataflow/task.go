@@ -37,7 +37,13 @@ type task struct {
 	done chan struct{}
 
 	uncommitted bool
-	lastCommit  time.Time
+	// broken: a commit failed after the operators had handed over their
+	// changes (closed windows, deletions, dirty groups) to a batch that
+	// was never written. Their memory no longer holds what the next
+	// commit would need, so this task commits nothing more; the stage
+	// restarts from the state (or the process stops) instead.
+	broken     bool
+	lastCommit time.Time
 	// stalled: the last commit found the disk full. The task reads nothing
 	// more and retries its commit every tick until there is room again.
 	stalled  error
@@ -47,6 +53,12 @@ type task struct {
 	batchSeconds prometheus.Observer // looked up once, not per batch
 	lag          prometheus.Gauge
 }
+
+// commitTimeout bounds one commit's wait for Kafka.
+const commitTimeout = 30 * time.Second
+
+// errBroken refuses a commit after one that failed half-way (task.broken).
+var errBroken = errors.New("an earlier commit failed after the operators handed over their changes; the stream must restart from its state")
 
 // flushReq asks a task to reach target (phase reach), or to close what a
 // FLUSH that read it to target closes and commit (phase close).
@@ -98,7 +110,7 @@ func (t *task) run(ctx context.Context) {
 			for _, r := range pending {
 				r.done <- errors.New("stream stopped")
 			}
-			if t.uncommitted && t.st.Err() == nil {
+			if t.uncommitted && t.st.Err() == nil && !t.broken {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				if err := t.commit(cctx, false); err != nil {
 					t.env.Log.Warn("final commit failed; the input since the last commit will be read again", "partition", t.p, "err", err)
@@ -370,6 +382,16 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := t.st.deps.Store.CheckSpace(); err != nil {
 		return err
 	}
+	if t.broken {
+		return errBroken
+	}
+	t.broken = true // until this commit is written whole
+	// A commit runs to its end even when the stream stops meanwhile: one
+	// cut off half-way (did its transaction end? did Kafka take its
+	// offset?) would leave the next start less to trust than a finished
+	// one. The timeout bounds it when Kafka does not answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
 	wm := t.watermark(flush)
 	if err := t.giveWatermark(ctx, wm); err != nil {
 		return err
@@ -410,6 +432,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := c.State.Commit(); err != nil {
 		return err
 	}
+	t.broken = false
 	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
 	t.st.noteWatermark(t.p, wm)
 	if t.stalled != nil {
