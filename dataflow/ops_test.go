@@ -65,7 +65,7 @@ func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *ri
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.env = &Env{Name: "s", State: "s", Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
+	r.env = &Env{Name: "s", State: "s", Scope: state.Scope("s", p), Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
 		Metrics: NewMetrics(prometheus.NewRegistry()), Stats: &Stats{}, Now: func() time.Time { return r.now },
 		Log: slog.New(slog.DiscardHandler)}
 	r.task = &task{ops: ops}
@@ -103,7 +103,7 @@ func (r *rig) watermark(wm int64, flush bool) {
 // commit writes the operators' state, as the task's commit does.
 func (r *rig) commit(next int64) *Commit {
 	r.t.Helper()
-	c := &Commit{State: r.store.NewBatch("s"), Offset: next}
+	c := &Commit{State: r.store.NewScopedBatch("s", r.env.Partition), Offset: next}
 	defer c.State.Close()
 	for _, op := range r.ops {
 		if err := op.Commit(context.Background(), c); err != nil {

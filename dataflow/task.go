@@ -402,7 +402,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		}
 		return err
 	}
-	c := &Commit{State: t.st.deps.Store.NewBatch(t.st.cfg.State), Offset: t.part.Next}
+	c := &Commit{State: t.st.deps.Store.NewScopedBatch(t.st.cfg.State, t.p), Offset: t.part.Next}
 	defer c.State.Close()
 	for _, op := range t.ops {
 		if err := op.Commit(ctx, c); err != nil {
