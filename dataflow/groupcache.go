@@ -48,7 +48,7 @@ const slotOverhead = 120
 // the reads of the groups not in memory (exec.GroupStore).
 type groupCache struct {
 	pending *state.Pending
-	groups  []uint16 // the key groups scanned (nil: every one of the scope)
+	groups  []uint16     // the key groups scanned (nil: every one of the scope)
 	budget  *CacheBudget // nil: unlimited (nothing is evicted)
 	// slotBytes estimates a group's memory: slotOverhead plus the mean
 	// size of its key and encoded accumulators, learned from evictions.
