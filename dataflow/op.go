@@ -105,6 +105,8 @@ type Watermark struct {
 	// a FLUSH).
 	Idle bool
 	Now  time.Time
+	// Next is the next offset the task reads.
+	Next int64
 	// Replay: an exactly-once task is catching its state up with a
 	// transaction committed before a crash; what the operators produce is
 	// dropped (it is in Kafka already), and the windows they close are

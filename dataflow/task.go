@@ -360,7 +360,7 @@ type Ticker interface {
 
 // watermark is the task's watermark now.
 func (t *task) watermark(flush bool) Watermark {
-	w := Watermark{Flush: flush, Idle: t.part.Idle(), Now: t.st.now()}
+	w := Watermark{Flush: flush, Idle: t.part.Idle(), Now: t.st.now(), Next: t.part.Next}
 	if t.clock != nil {
 		w.WM, w.Has = t.clock.Time()
 	} else {
