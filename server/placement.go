@@ -139,9 +139,9 @@ func (s *Server) showPartitions(ctx context.Context, st *sql.ShowPartitions) (*p
 // hashDetail is what DESCRIBE says of a source's partition_hash.
 func hashDetail(src *catalog.Source) string {
 	if src.PartitionHash == "murmur2" {
-		return "partition_hash murmur2 (declared: keyed streams drop the state of keys that moved at the start-up after a partition-count change)"
+		return "partition_hash murmur2"
 	}
-	return "partition_hash not declared (keyed streams keep the state of keys that moved after a partition-count change)"
+	return "partition_hash undeclared"
 }
 
 // placementLines are what EXPLAIN CREATE STREAM says of the placement
@@ -150,9 +150,9 @@ func placementLines(p *planner.Plan) []string {
 	if !checked(p) {
 		return nil
 	}
-	line := "Placement: partition key " + p.Input.PartitionKey + " of " + p.Input.Topic + ", checked per partition (SHOW PARTITIONS, turbine_partition_key_placement); "
+	line := "Placement: checked on partition key " + p.Input.PartitionKey + " (SHOW PARTITIONS); "
 	if declared(p) {
-		return []string{line + "partition_hash = 'murmur2' declared: after a partition-count change, each partition drops the state of the keys that moved at the first start-up after the transition window, unless a misplaced record was seen"}
+		return []string{line + "partition_hash murmur2 declared: after a partition-count change, the start-up cleanup drops the state of keys that moved"}
 	}
-	return []string{line + "partition_hash not declared: after a partition-count change, the state of the keys that moved is kept (declare partition_hash = 'murmur2' on the source if the producer places keys with murmur2)"}
+	return []string{line + "partition_hash undeclared: after a partition-count change, the state of keys that moved is kept"}
 }
