@@ -14,7 +14,8 @@ import (
 
 // TestInputGrowsWhileRunning: partitions added to a source while the
 // server runs are picked up without a restart (the stream's tasks cover
-// them, its keyed state follows its key groups), every stage's input
+// them; each partition keeps its own state, so a key that moved starts
+// empty), every stage's input
 // offsets are committed to its consumer group, and a count that stops
 // dividing 960 stops the keyed stream with CREATE's message while a
 // stateless one carries on.
