@@ -109,6 +109,13 @@ func (o *Placement) Open(ctx context.Context, env *Env) error {
 	case o.chk.CleanupReady() && !o.Declared:
 		o.logUndeclared()
 		o.chk.CleanedUp()
+	case o.chk.CleanupReady() && !allDivide(o.chk.Counts):
+		// State written on a count that does not divide 960 is keyed by
+		// groups of that count: "the groups this partition does not own"
+		// would be live state.
+		log.Warn("start-up cleanup skipped: this state ran on a partition count that does not divide 960, so the key groups it does not own may hold live keys",
+			"partition", env.Partition, "topic", o.Topic, "counts", o.chk.History())
+		o.chk.CleanedUp()
 	case o.chk.CleanupReady():
 		c, ok := env.Store.(cleaner)
 		if !ok {
@@ -150,7 +157,7 @@ func (o *Placement) publish() {
 	if o.Board != nil {
 		n := o.chk.Current()
 		o.Board.Put(placement.Snapshot{Partition: o.env.Partition, Verdict: o.chk.Verdict, WellPlaced: o.chk.WellPlaced(),
-			Counts: o.chk.History(), Transition: o.chk.Transition(), Owned: len(state.OwnedGroups(o.env.Partition, n)), Pos: o.pos})
+			Counts: o.chk.History(), Transition: o.chk.Transition(), Owned: state.OwnedCount(o.env.Partition, n), Pos: o.pos})
 	}
 }
 
@@ -215,3 +222,13 @@ func (o *Placement) Commit(_ context.Context, c *Commit) error {
 }
 
 func (o *Placement) Close() {}
+
+// allDivide reports whether every count divides 960.
+func allDivide(counts []int) bool {
+	for _, n := range counts {
+		if n <= 0 || state.KeyGroups%n != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -125,7 +125,7 @@ func (s *Server) showPartitions(ctx context.Context, st *sql.ShowPartitions) (*p
 		} else if v, err := s.store.TaskValue(def.Name, p, dataflow.PlacementKey); err == nil && v != nil {
 			if ps, err := placement.Decode(v); err == nil {
 				row[1], row[2], row[3], row[4] = int64(ps.Verdict), int64(ps.WellPlaced()), ps.History(), ps.Transition()
-				row[5] = int64(len(state.OwnedGroups(p, ps.Current())))
+				row[5] = int64(state.OwnedCount(p, ps.Current()))
 			}
 		}
 		if end, ok := ends[p]; ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -554,5 +555,29 @@ func TestLaggingRestartReadsBacklogInWindow(t *testing.T) {
 	r.exec("FLUSH")
 	if rows := r.partitions("lgn"); rows[1].placement != -1 || rows[0].placement != 0 {
 		t.Fatalf("after the window: %+v", rows[:2])
+	}
+}
+
+// TestNonDivisorCountBetweenRestarts: a keyed stream whose input grew, while
+// the server was down, to a count that does not divide 960 does not start:
+// it is listed failed with the refusal CREATE STREAM gives.
+func TestNonDivisorCountBetweenRestarts(t *testing.T) {
+	r := newPlacementRig(t)
+	r.exec(fmt.Sprintf(keyedDDL, "nd", 2, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "ndn", "nd"))
+	r.insert("nd", []string{"a", "b"}, 1)
+	r.exec("FLUSH")
+	r.stop()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(r.cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := kadm.NewClient(adm).CreatePartitions(r.ctx, 5, "nd"); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	status, msg := streamStatus(r.ctx, t, r.conn, "ndn")
+	if status != "failed" || !strings.Contains(msg, `topic "nd" has 7 partitions, which does not divide 960`) || !strings.Contains(msg, "closest valid counts: 6 and 8") {
+		t.Fatalf("ndn on 7 partitions: %s %q", status, msg)
 	}
 }

@@ -187,3 +187,13 @@ func TestScopesAreApart(t *testing.T) {
 		t.Fatal("DropStream left a partition's scope")
 	}
 }
+
+func TestOwnedCount(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 8, 960, 1000} {
+		for p := int32(0); p < int32(n); p++ {
+			if got, want := OwnedCount(p, n), len(OwnedGroups(p, n)); got != want {
+				t.Fatalf("OwnedCount(%d, %d) = %d, want %d", p, n, got, want)
+			}
+		}
+	}
+}
