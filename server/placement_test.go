@@ -41,6 +41,9 @@ type placementRig struct {
 	clock   *offsetClock
 	srv     *Server
 	conn    *pgx.Conn
+	// metadataEvery is how often streams look for a changed count (0:
+	// the tests' default).
+	metadataEvery time.Duration
 }
 
 func newPlacementRig(t *testing.T) *placementRig {
@@ -64,6 +67,9 @@ func (r *placementRig) start() {
 		c.Brokers = r.cluster.ListenAddrs()
 		c.AppID = "placement"
 		c.Clock = r.clock.now
+		if r.metadataEvery > 0 {
+			c.MetadataInterval = r.metadataEvery
+		}
 	})
 	r.conn = connect(r.ctx, r.t, r.srv)
 }
@@ -146,10 +152,19 @@ func (r *placementRig) partitions(stream string) []partRow {
 	var out []partRow
 	for rows.Next() {
 		var p int64
-		var pr partRow
-		if err := rows.Scan(&p, &pr.placement, &pr.wellPlaced, &pr.counts, &pr.transition, &pr.owned, &pr.lag); err != nil {
+		var vals [6]any
+		if err := rows.Scan(&p, &vals[0], &vals[1], &vals[2], &vals[3], &vals[4], &vals[5]); err != nil {
 			r.t.Fatal(err)
 		}
+		// NULL (a partition the stream has no task for yet): -99 and "".
+		num := func(v any) int64 {
+			if v == nil {
+				return -99
+			}
+			return v.(int64)
+		}
+		text := func(v any) string { s, _ := v.(string); return s }
+		pr := partRow{placement: num(vals[0]), wellPlaced: num(vals[1]), counts: text(vals[2]), transition: text(vals[3]), owned: num(vals[4]), lag: num(vals[5])}
 		if p != int64(len(out)) {
 			r.t.Fatalf("SHOW PARTITIONS %s: partition %d in row %d", stream, p, len(out))
 		}
@@ -579,5 +594,42 @@ func TestNonDivisorCountBetweenRestarts(t *testing.T) {
 	status, msg := streamStatus(r.ctx, t, r.conn, "ndn")
 	if status != "failed" || !strings.Contains(msg, `topic "nd" has 7 partitions, which does not divide 960`) || !strings.Contains(msg, "closest valid counts: 6 and 8") {
 		t.Fatalf("ndn on 7 partitions: %s %q", status, msg)
+	}
+}
+
+// TestCountSeenWhileRunning: a record that looks misplaced makes the
+// partition ask the broker for the count; the topic grew (4 -> 6, before
+// the stream's own metadata check noticed), so a transition window opens
+// and the batch is judged again under 6, where the record is well placed.
+func TestCountSeenWhileRunning(t *testing.T) {
+	r := &placementRig{t: t, metadataEvery: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	r.ctx, r.cluster, r.dir, r.clock = ctx, cluster, t.TempDir(), &offsetClock{}
+	r.start()
+	defer r.stop()
+	r.exec(fmt.Sprintf(keyedDDL, "run", 4, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "runn", "run"))
+	r.insert("run", []string{"a"}, 1)
+	r.exec("FLUSH")
+	if err := r.srv.kafka.CreatePartitions(ctx, "run", 6); err != nil {
+		t.Fatal(err)
+	}
+	k := keyWhere("grown-", func(k []byte) bool { return state.PartitionFor(k, 6) == 1 && state.PartitionFor(k, 4) != 1 })
+	r.produce("run", placed{key: k, part: 1, sec: 2})
+	r.exec("FLUSH")
+	rows := r.partitions("runn")
+	if len(rows) != 6 || rows[4].placement != -99 {
+		t.Fatalf("%+v: the stream restarted on its own, the test proves nothing", rows)
+	}
+	if rows[1].placement != 0 || rows[1].counts != "4,6" || !strings.HasPrefix(rows[1].transition, "open since") {
+		t.Fatalf("partition 1 after a record placed under the new count: %+v", rows[1])
+	}
+	if rows[0].counts != "4" {
+		t.Fatalf("partition 0 saw nothing suspect, yet: %+v", rows[0])
 	}
 }
