@@ -35,6 +35,7 @@ type groupStore interface {
 	NewPending(stream string) *state.Pending
 	GroupWindows(stream string) ([]int64, error)
 	MoveAccsToGroups(stream string, groups []uint16) (int, error)
+	MigrateLegacy(stream string, p int32, owned []uint16) (int, error)
 }
 
 // slotOverhead is the memory of a group in the grouper beyond its key and
@@ -47,7 +48,7 @@ const slotOverhead = 120
 // the reads of the groups not in memory (exec.GroupStore).
 type groupCache struct {
 	pending *state.Pending
-	groups  []uint16
+	groups  []uint16     // the key groups scanned (nil: every one of the scope)
 	budget  *CacheBudget // nil: unlimited (nothing is evicted)
 	// slotBytes estimates a group's memory: slotOverhead plus the mean
 	// size of its key and encoded accumulators, learned from evictions.

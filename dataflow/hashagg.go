@@ -87,10 +87,22 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	}
 	h.lastEarly = env.Now()
 	h.bySource = map[string]map[int32][]byte{}
-	if gs, ok := env.Store.(groupStore); ok && !h.eager && !h.Merge && (h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION") {
+	gs, cached := env.Store.(groupStore)
+	if cached && env.Scope != "" {
+		// State written before partition scopes: the groups this
+		// partition owns move into its scope, once.
+		moved, err := gs.MigrateLegacy(env.State, env.Partition, env.Groups())
+		if err != nil {
+			return fmt.Errorf("restore state of %s: %w", env.State, err)
+		}
+		if moved > 0 {
+			env.Log.Info("moved state into the partition's scope", "partition", env.Partition, "entries", moved)
+		}
+	}
+	if cached && !h.eager && !h.Merge && (h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION") {
 		return h.openCached(gs)
 	}
-	return env.Store.AccsOfGroups(env.State, env.Groups(), func(kg uint16, key []byte, window int64, val []byte) error {
+	return env.Store.AccsOfGroups(h.scope(), nil, func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
 		if h.Merge && len(val) > 0 && val[0] == sourcesMark {
 			srcs, err := decodeSources(val)
@@ -112,18 +124,18 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 // is loaded and start-up does not grow with the state.
 func (h *HashAgg) openCached(gs groupStore) error {
 	env := h.env
-	moved, err := gs.MoveAccsToGroups(env.State, env.Groups())
+	moved, err := gs.MoveAccsToGroups(h.scope(), nil)
 	if err != nil {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	if moved > 0 {
 		env.Log.Info("moved groups to the cached layout", "partition", env.Partition, "groups", moved)
 	}
-	cold, err := gs.GroupWindows(env.State)
+	cold, err := gs.GroupWindows(h.scope())
 	if err != nil {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	h.cache = &groupCache{pending: gs.NewPending(env.State), groups: env.Groups(), budget: h.Cache,
+	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
 		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
 	if h.StateTTL > 0 && h.Plan.Window == nil {
 		h.cache.stamped, h.cache.now = true, env.Now
@@ -134,6 +146,15 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	}
 	h.agg.UseStore(h.cache, cold)
 	return nil
+}
+
+// scope is where the task's groups live: its partition's scope (the
+// stream's name itself for a task run without one).
+func (h *HashAgg) scope() string {
+	if h.env.Scope != "" {
+		return h.env.Scope
+	}
+	return h.env.State
 }
 
 // Aggregator exposes the operator's groups (tests).

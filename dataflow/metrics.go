@@ -21,6 +21,9 @@ type Metrics struct {
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
 	ConsumerLag         *prometheus.GaugeVec
+	// KeyPlacement is the producer-placement verdict of each input
+	// partition of a keyed stateful stream: -1, 0 or 1 (Placement).
+	KeyPlacement *prometheus.GaugeVec
 
 	// The repartition hop's family (seed: monitoring the hop), by hop
 	// (its internal topic) and internal partition: its output
@@ -89,6 +92,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "turbine_input_lag_records", Help: "Records of an input partition not read yet (log end offset minus next offset), per stream (or hop), topic read and partition.",
 	}, []string{"stream", "topic", "partition"})
 	reg.MustRegister(m.ConsumerLag)
+	m.KeyPlacement = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "turbine_partition_key_placement",
+		Help: "Whether an input partition's records sit where murmur2 puts their partition key: -1 misplaced (durable), 0 nothing to say yet, 1 looks right.",
+	}, []string{"stream", "topic", "partition"})
+	reg.MustRegister(m.KeyPlacement)
 	m.RepRecordsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turbine_repartition_records_out_total", Help: "Records a repartition hop wrote, per internal partition: one dominant partition is a hot key.",
 	}, []string{"hop", "partition"})
@@ -133,6 +141,7 @@ func (m *Metrics) Forget(stream string) {
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)
 	m.ConsumerLag.DeletePartialMatch(l)
+	m.KeyPlacement.DeletePartialMatch(l)
 	m.CombinePartialsOut.DeletePartialMatch(l)
 	m.CombineBytesOut.DeletePartialMatch(l)
 	m.CombineMarkersOut.DeletePartialMatch(l)

@@ -105,6 +105,8 @@ type Watermark struct {
 	// a FLUSH).
 	Idle bool
 	Now  time.Time
+	// Next is the next offset the task reads.
+	Next int64
 	// Replay: an exactly-once task is catching its state up with a
 	// transaction committed before a crash; what the operators produce is
 	// dropped (it is in Kafka already), and the windows they close are
@@ -157,6 +159,9 @@ type Store interface {
 	TaskValue(name string, p int32, key string) ([]byte, error)
 	AccsOfGroups(name string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error
 	NewBatch(name string) *state.Batch
+	// NewScopedBatch is a task's commit: its groups go to its partition's
+	// scope of the stream's state (state.Scope).
+	NewScopedBatch(name string, p int32) *state.Batch
 	// CheckSpace refuses a commit while the disk is nearly full
 	// (state.ErrDiskFull): the task stalls, and retries.
 	CheckSpace() error
@@ -168,6 +173,9 @@ type Env struct {
 	// logs; State names its state in the store.
 	Name  string
 	State string
+	// Scope names the task's own share of the state (state.Scope of State
+	// and Partition): its groups, read and written.
+	Scope string
 	// Partition is the task's input partition, of Partitions.
 	Partition  int32
 	Partitions int
@@ -183,7 +191,11 @@ type Env struct {
 	ExactlyOnce bool
 }
 
-// Groups lists the key groups the task owns.
+// Groups lists the key groups the task owns on its input's count: where a
+// murmur2 producer sends their keys. Its state may hold others (keys a
+// producer placed otherwise, the NULL key's group, keys that moved away
+// after a count change and are not cleaned up yet): it reads its whole
+// scope.
 func (e *Env) Groups() []uint16 { return state.OwnedGroups(e.Partition, e.Partitions) }
 
 // Logger is the part of slog.Logger the runtime logs through.

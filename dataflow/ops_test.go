@@ -53,6 +53,13 @@ type rig struct {
 
 func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *rig {
 	t.Helper()
+	return newRigIn(t, store, p, parts, state.Scope("s", p), ops...)
+}
+
+// newRigIn is newRig with the task's state under scope ("": the stream's
+// name, unscoped).
+func newRigIn(t *testing.T, store *state.Store, p int32, parts int, scope string, ops ...Op) *rig {
+	t.Helper()
 	if store == nil {
 		var err error
 		if store, err = state.Open(t.TempDir(), nil); err != nil {
@@ -65,7 +72,7 @@ func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *ri
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.env = &Env{Name: "s", State: "s", Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
+	r.env = &Env{Name: "s", State: "s", Scope: scope, Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
 		Metrics: NewMetrics(prometheus.NewRegistry()), Stats: &Stats{}, Now: func() time.Time { return r.now },
 		Log: slog.New(slog.DiscardHandler)}
 	r.task = &task{ops: ops}
@@ -103,7 +110,10 @@ func (r *rig) watermark(wm int64, flush bool) {
 // commit writes the operators' state, as the task's commit does.
 func (r *rig) commit(next int64) *Commit {
 	r.t.Helper()
-	c := &Commit{State: r.store.NewBatch("s"), Offset: next}
+	c := &Commit{State: r.store.NewScopedBatch("s", r.env.Partition), Offset: next}
+	if r.env.Scope == "" {
+		c.State = r.store.NewBatch("s")
+	}
 	defer c.State.Close()
 	for _, op := range r.ops {
 		if err := op.Commit(context.Background(), c); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/window"
 )
 
@@ -176,7 +177,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 			t.out = deps.Kafka.NewPending()
 		}
 		t.sw = &switchOut{Producer: t.out}
-		t.env = &Env{Name: cfg.Name, State: cfg.State, Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
+		t.env = &Env{Name: cfg.Name, State: cfg.State, Scope: state.Scope(cfg.State, p), Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
 			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log, ExactlyOnce: t.txn != nil}
 		if err := t.open(ctx); err != nil {
 			t.close()

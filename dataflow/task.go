@@ -360,7 +360,7 @@ type Ticker interface {
 
 // watermark is the task's watermark now.
 func (t *task) watermark(flush bool) Watermark {
-	w := Watermark{Flush: flush, Idle: t.part.Idle(), Now: t.st.now()}
+	w := Watermark{Flush: flush, Idle: t.part.Idle(), Now: t.st.now(), Next: t.part.Next}
 	if t.clock != nil {
 		w.WM, w.Has = t.clock.Time()
 	} else {
@@ -402,7 +402,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		}
 		return err
 	}
-	c := &Commit{State: t.st.deps.Store.NewBatch(t.st.cfg.State), Offset: t.part.Next}
+	c := &Commit{State: t.st.deps.Store.NewScopedBatch(t.st.cfg.State, t.p), Offset: t.part.Next}
 	defer c.State.Close()
 	for _, op := range t.ops {
 		if err := op.Commit(ctx, c); err != nil {

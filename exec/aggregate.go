@@ -111,6 +111,16 @@ func (a *Aggregator) keyGroup(pk []byte) uint16 {
 	return state.GroupOf(pk, a.Partitions)
 }
 
+// rowGroup is the key group of row i's partition key: the NULL key has a
+// group of its own (state.NullGroup), apart from the empty text's.
+func (a *Aggregator) rowGroup(pk *Vec, i int) uint16 {
+	if pk.IsNull(i) {
+		return state.NullGroup
+	}
+	a.pkBuf = PartitionKeyText(pk, i, a.pkBuf[:0])
+	return a.keyGroup(a.pkBuf)
+}
+
 // newTable is an empty group table over fresh accumulators of the same
 // aggregates.
 func (a *Aggregator) newTable() (*GroupTable, error) {
@@ -233,8 +243,7 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	newRows := a.Table.assign(wins, a.probes, &a.rows, slots)
 	if a.PK >= 0 {
 		for _, i := range newRows {
-			a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
-			a.Table.Meta(slots[i]).KG = a.keyGroup(a.pkBuf)
+			a.Table.Meta(slots[i]).KG = a.rowGroup(keys[a.PK], i)
 		}
 	}
 	a.slots = slots

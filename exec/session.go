@@ -83,8 +83,7 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 			target = &session{key: string(key), start: start, end: end}
 			target.slot = a.Table.allocBare(start)
 			if a.PK >= 0 {
-				a.pkBuf = PartitionKeyText(keys[a.PK], i, a.pkBuf[:0])
-				target.kg = a.keyGroup(a.pkBuf)
+				target.kg = a.rowGroup(keys[a.PK], i)
 			}
 			a.Table.Meta(target.slot).KG = target.kg
 			ss.byKey[target.key] = append(list, target)

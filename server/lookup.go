@@ -45,8 +45,11 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 		return nil, false, nil
 	}
 	enc := exec.AppendKey(nil, []*exec.Vec{key}, 0)
-	kg := state.GroupOf(exec.PartitionKeyText(key, 0, nil), r.spec.nIn)
-	val, err := s.store.Group(rel.Stream.Name, exec.NoWindow, kg, enc)
+	text := exec.PartitionKeyText(key, 0, nil)
+	kg := state.GroupOf(text, r.spec.nIn)
+	// The group is in the scope of the partition its records arrived on:
+	// where murmur2 places the key, unless the producer hashes otherwise.
+	val, err := s.store.ScopedGroup(rel.Stream.Name, state.PartitionFor(text, r.spec.nIn), r.spec.nIn, exec.NoWindow, kg, enc)
 	if err != nil || val == nil {
 		return nil, err == nil, err
 	}

@@ -89,6 +89,10 @@ type Config struct {
 	// MessageTimeout drops a client that sends part of a protocol message
 	// and stalls this long (0: pgwire.DefaultMessageTimeout).
 	MessageTimeout time.Duration
+	// TransitionWindow is how long producers get to pick up a new
+	// partition count of a keyed stream's input before a record placed
+	// under the old count counts as misplaced (0: 10 minutes).
+	TransitionWindow time.Duration
 	// Clock is the wall clock of idleness timeouts; nil is time.Now.
 	// Tests inject their own.
 	Clock func() time.Time

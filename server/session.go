@@ -217,7 +217,7 @@ func classify(err error) error {
 // execute runs one parsed statement.
 func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (*pgwire.Result, error) {
 	switch stmt.(type) {
-	case *sql.Show, *sql.Describe, *sql.Explain, *sql.Noop:
+	case *sql.Show, *sql.Describe, *sql.Explain, *sql.Noop, *sql.ShowPartitions:
 	default:
 		// Everything else reads or writes Kafka: fail fast while it is
 		// out of reach, rather than hang.
@@ -244,6 +244,8 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.show(st)
 	case *sql.Describe:
 		return s.describe(st)
+	case *sql.ShowPartitions:
+		return s.showPartitions(ctx, st)
 	case *sql.ShowSizing:
 		return s.showSizing(ctx, st, text)
 	case *sql.ShowSkew:
@@ -290,6 +292,8 @@ func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, er
 		return showColumns(st.What), nil
 	case *sql.Describe:
 		return textColumns("column_name", "data_type", "detail"), nil
+	case *sql.ShowPartitions:
+		return showPartitionsColumns(), nil
 	case *sql.ShowSizing:
 		return sizingCols, nil
 	case *sql.ShowSkew:

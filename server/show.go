@@ -137,6 +137,9 @@ func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
 		}
 		if strings.EqualFold(f.Name, rel.PartitionKey) {
 			detail = append(detail, "partition key")
+			if rel.Source != nil {
+				detail = append(detail, hashDetail(rel.Source))
+			}
 		}
 		if rel.Watermark != nil && strings.EqualFold(f.Name, rel.Watermark.Column) {
 			detail = append(detail, fmt.Sprintf("watermark %s - %d ms", f.Name, rel.Watermark.DelayMs))
@@ -165,6 +168,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		}
 		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
 		lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
+		lines = append(lines, placementLines(p)...)
 	case *sql.Select:
 		// A server-side EXPLAIN (no session): the default user and database.
 		return (&session{srv: s, user: "turbine", database: "turbine"}).explainQuery(context.Background(), inner, text)

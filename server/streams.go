@@ -13,6 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
@@ -31,7 +32,10 @@ type stream struct {
 	hop   *sharedHop      // repartition: the shared hop in front
 	pre   *dataflow.Stage // combine: the pre-aggregation stage
 	final *dataflow.Stage // the stage that writes the output
-	err   error           // it could not start (final is nil), or was taken over
+	// board shows the placement check of each input partition (nil: the
+	// stream is not checked).
+	board *placement.Board
+	err   error // it could not start (final is nil), or was taken over
 	// started is when its stages started (exactly-once: commits of another
 	// server after it mean this one was fenced).
 	started time.Time
@@ -293,10 +297,17 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn, Lag: lag}}, tail()...)
 		}
 	default:
+		if checked(p) {
+			r.board = placement.NewBoard()
+		}
 		final.Ops = func(int32) []dataflow.Op {
-			return append([]dataflow.Op{&dataflow.Source{Input: p.Input, TimeIdx: tsIdx, NeedsSeq: p.NeedsSeq,
+			ops := []dataflow.Op{&dataflow.Source{Input: p.Input, TimeIdx: tsIdx, NeedsSeq: p.NeedsSeq,
 				Observe: s.observer(p.Input.Source), CountIn: true, DLQ: s.dlqPartitions, Letters: s.letters,
-				TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
+				TimeRequired: needTime, TimeRequiredIdx: timeIdx}}
+			if r.board != nil {
+				ops = append(ops, s.placementOp(p, r.board))
+			}
+			return append(ops, tail()...)
 		}
 	}
 	st, err := dataflow.StartStage(ctx, final, deps)

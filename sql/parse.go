@@ -185,6 +185,12 @@ func (p *stmtParser) statement() (Statement, error) {
 			return p.showSizing()
 		case p.accept("SKEW"):
 			return p.showSkew()
+		case p.accept("PARTITIONS"):
+			name, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			return &ShowPartitions{Stream: name}, p.atEnd()
 		}
 		w := p.next()
 		if w.Kind != TokIdent && w.Kind != TokQIdent {

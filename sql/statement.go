@@ -68,6 +68,11 @@ type Flush struct{}
 // Show is SHOW SOURCES, SHOW STREAMS or SHOW <variable>.
 type Show struct{ What string }
 
+// ShowPartitions is SHOW PARTITIONS stream: per input partition, the
+// producer-placement check, its count history and transition window, the
+// key groups it owns and its lag.
+type ShowPartitions struct{ Stream string }
+
 // Describe is DESCRIBE name.
 type Describe struct{ Name string }
 
@@ -100,15 +105,16 @@ type Explain struct{ Stmt Statement }
 // BEGIN, COMMIT, ROLLBACK, SET. Tag is the command tag to answer with.
 type Noop struct{ Tag string }
 
-func (*CreateSource) statement() {}
-func (*CreateStream) statement() {}
-func (*Insert) statement()       {}
-func (*Select) statement()       {}
-func (*Flush) statement()        {}
-func (*Show) statement()         {}
-func (*Describe) statement()     {}
-func (*Drop) statement()         {}
-func (*AlterStream) statement()  {}
-func (*AlterSource) statement()  {}
-func (*Explain) statement()      {}
-func (*Noop) statement()         {}
+func (*CreateSource) statement()   {}
+func (*CreateStream) statement()   {}
+func (*Insert) statement()         {}
+func (*Select) statement()         {}
+func (*Flush) statement()          {}
+func (*Show) statement()           {}
+func (*Describe) statement()       {}
+func (*ShowPartitions) statement() {}
+func (*Drop) statement()           {}
+func (*AlterStream) statement()    {}
+func (*AlterSource) statement()    {}
+func (*Explain) statement()        {}
+func (*Noop) statement()           {}

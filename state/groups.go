@@ -17,7 +17,13 @@ import (
 // windows present are found by skipping from one window to the next.
 // The older layout (prefixAcc: key group first) stays for SESSION windows
 // and merge stages, which restore whole at start.
-const prefixGroup = 'g'
+//
+// Both are kept per partition scope (scope.go); legacyGroup is the
+// group layout as it was before scopes, migrated at a task's open.
+const (
+	prefixGroup = 'h'
+	legacyGroup = 'g'
+)
 
 // GroupKey encodes (stream, window, key group, key).
 func GroupKey(stream string, window int64, kg uint16, key []byte) []byte {
@@ -137,7 +143,8 @@ func (p *Pending) Load(refs []GroupRef, fn func(i int, val []byte) error) error 
 // ScanWindow calls fn for every stored group (pending ones included) of
 // window whose key group is in groups (ascending), in (key group, key)
 // order, seeking to each key group: the way a window that is not in
-// memory closes. key and val are valid during the call.
+// memory closes; nil groups: every group of the window. key and val are
+// valid during the call.
 func (p *Pending) ScanWindow(window int64, groups []uint16) *WindowScan {
 	return &WindowScan{p: p, window: window, groups: groups}
 }
@@ -168,6 +175,9 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 		}
 		w.start = true
 	}
+	if w.groups == nil {
+		return w.nextAny()
+	}
 	for w.gi < len(w.groups) {
 		g := w.groups[w.gi]
 		var valid bool
@@ -191,6 +201,25 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 		w.start = true
 	}
 	return 0, nil, nil, false
+}
+
+// nextAny is Next over the whole window.
+func (w *WindowScan) nextAny() (kg uint16, key, val []byte, ok bool) {
+	var valid bool
+	if w.start {
+		valid, w.start = w.it.First(), false
+	} else {
+		valid = w.it.Next()
+	}
+	if !valid {
+		return 0, nil, nil, false
+	}
+	_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
+	if err != nil {
+		w.err = err
+		return 0, nil, nil, false
+	}
+	return kg, key, w.it.Value(), true
 }
 
 // Close releases the cursor; Err is its error.
@@ -260,20 +289,25 @@ func (b *Batch) Absorb(p *Pending) error {
 
 // PutGroup stores a group of a cached aggregation.
 func (b *Batch) PutGroup(window int64, kg uint16, key, val []byte) error {
-	return b.b.Set(GroupKey(b.stream, window, kg, key), val, nil)
+	return b.b.Set(GroupKey(b.scope, window, kg, key), val, nil)
 }
 
 // DeleteGroup removes a group of a cached aggregation.
 func (b *Batch) DeleteGroup(window int64, kg uint16, key []byte) error {
-	return b.b.Delete(GroupKey(b.stream, window, kg, key), nil)
+	return b.b.Delete(GroupKey(b.scope, window, kg, key), nil)
 }
 
 // DeleteWindowGroups removes every stored group of window in the key
-// groups given: a range deletion per key group, whatever their number.
+// groups given: a range deletion per key group, whatever their number;
+// nil groups: the whole window, one range deletion.
 func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
+	if groups == nil {
+		lo := binary.BigEndian.AppendUint64(streamPrefix(prefixGroup, b.scope), uint64(window)^(1<<63))
+		return b.b.DeleteRange(lo, bumped(lo), nil)
+	}
 	for _, g := range groups {
-		lo := GroupKey(b.stream, window, g, nil)
-		hi := GroupKey(b.stream, window, g+1, nil)
+		lo := GroupKey(b.scope, window, g, nil)
+		hi := GroupKey(b.scope, window, g+1, nil)
 		if g == 0xffff {
 			hi = bumped(lo)
 		}
@@ -284,8 +318,8 @@ func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
 	return nil
 }
 
-// MoveAccsToGroups rewrites a stream's groups in groups from the
-// accumulator layout to the group layout in one batch (state written
+// MoveAccsToGroups rewrites a stream's groups in groups (nil: all) from
+// the accumulator layout to the group layout in one batch (state written
 // before the group cache existed); it reports how many moved.
 func (s *Store) MoveAccsToGroups(stream string, groups []uint16) (int, error) {
 	b := s.NewBatch(stream)

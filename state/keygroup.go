@@ -91,6 +91,14 @@ func GroupsFor(n int) int {
 // GroupOf is the key group of a partition-key value on a count of n.
 func GroupOf(key []byte, n int) uint16 { return uint16(PositiveHash(key) % uint32(GroupsFor(n))) }
 
+// OwnedCount is len(OwnedGroups(p, n)), without building the list.
+func OwnedCount(p int32, n int) int {
+	if n <= 0 || int(p) >= GroupsFor(n) {
+		return 0
+	}
+	return (GroupsFor(n)-1-int(p))/n + 1
+}
+
 // OwnedGroups lists, ascending, the key groups partition p of n owns.
 func OwnedGroups(p int32, n int) []uint16 {
 	var out []uint16

@@ -163,7 +163,10 @@ func (s *Store) CheckSpace() error {
 func (s *Store) Close() error { return s.db.Close() }
 
 const (
-	prefixAcc  = 'a'
+	// prefixAcc holds accumulators by (scope, key group, key, window);
+	// legacyAcc is the same without a partition scope (see scope.go).
+	prefixAcc  = 'b'
+	legacyAcc  = 'a'
 	prefixPart = 'p'
 	prefixPlan = 'l'
 	prefixTask = 't'
@@ -227,22 +230,33 @@ func partKey(stream string, p int32) []byte {
 type Batch struct {
 	b      *pebble.Batch
 	stream string
+	// scope names the accumulators and groups the batch writes: the
+	// stream's name, or one partition's scope of it (NewScopedBatch).
+	scope  string
 	closed bool
 }
 
-// NewBatch starts a batch for stream.
+// NewBatch starts a batch for stream (accumulators and groups under that
+// very name).
 func (s *Store) NewBatch(stream string) *Batch {
-	return &Batch{b: s.db.NewBatch(), stream: stream}
+	return &Batch{b: s.db.NewBatch(), stream: stream, scope: stream}
+}
+
+// NewScopedBatch starts a batch of partition p's task of stream: its
+// accumulators and groups go to the partition's scope (Scope), its
+// positions and task values under the stream.
+func (s *Store) NewScopedBatch(stream string, p int32) *Batch {
+	return &Batch{b: s.db.NewBatch(), stream: stream, scope: Scope(stream, p)}
 }
 
 // PutAcc stores the accumulators of one (key, window).
 func (b *Batch) PutAcc(kg uint16, key []byte, window int64, val []byte) error {
-	return b.b.Set(AccKey(b.stream, kg, key, window), val, nil)
+	return b.b.Set(AccKey(b.scope, kg, key, window), val, nil)
 }
 
 // DeleteAcc removes the accumulators of a closed (key, window).
 func (b *Batch) DeleteAcc(kg uint16, key []byte, window int64) error {
-	return b.b.Delete(AccKey(b.stream, kg, key, window), nil)
+	return b.b.Delete(AccKey(b.scope, kg, key, window), nil)
 }
 
 // PutPartition records what the state has applied from partition p.
@@ -373,10 +387,12 @@ func decodeMeta(v []byte) (PartitionMeta, error) {
 }
 
 // AccsOfGroups calls fn for every stored (key group, key, window) of
-// stream whose key group is in groups (ascending), in key order: a task
-// restores only the groups it owns, seeking to each instead of reading the
-// whole stream.
+// stream whose key group is in groups (ascending), in key order, seeking
+// to each group instead of reading the whole stream; nil groups: all.
 func (s *Store) AccsOfGroups(stream string, groups []uint16, fn func(kg uint16, key []byte, window int64, val []byte) error) error {
+	if groups == nil {
+		return s.Accs(stream, fn)
+	}
 	pre := streamPrefix(prefixAcc, stream)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
 	if err != nil {
@@ -449,7 +465,8 @@ func (s *Store) Plan(stream, name string) (string, error) {
 
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
-	for _, k := range []byte{prefixAcc, prefixGroup, prefixPart, prefixPlan, prefixTask} {
+	// Every partition's scope of the stream starts with its prefix too.
+	for _, k := range []byte{prefixAcc, legacyAcc, prefixGroup, legacyGroup, prefixPart, prefixPlan, prefixTask} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)

@@ -39,7 +39,7 @@ type serveFlags struct {
 	kafkaAddr, appID, logLevel, logFormat      string
 	auth, passwordFile, tlsCert, tlsKey        string
 	tlsRequired                                bool
-	commitEvery                                time.Duration
+	commitEvery, transitionWindow              time.Duration
 	stateCacheMB                               int
 	replicationFactor, minInsync               int
 	statementTimeout                           timeoutFlag
@@ -62,6 +62,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
 		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
+		"after an input's partition count changes, how long producers get to place records under the new count before one placed under the old count counts as misplaced (keyed streams; see SHOW PARTITIONS)")
 	fs.IntVar(&f.stateCacheMB, "state-cache-mb", server.DefaultStateCacheMB,
 		"memory (MB, shared by every stream) for the groups of TUMBLE, HOP and unwindowed aggregations; the rest live only on disk in the state store; 0 is unlimited")
 	fs.Var(&f.statementTimeout, "statement-timeout",
@@ -184,6 +186,9 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	if err != nil {
 		return cfg, err
 	}
+	if f.transitionWindow <= 0 {
+		return cfg, fmt.Errorf("--transition-window %s: want a positive duration (10m by default)", f.transitionWindow)
+	}
 	cacheMB := f.stateCacheMB
 	switch {
 	case cacheMB < 0:
@@ -195,6 +200,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		AfterTxn: afterTxn,
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
+		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,
 		StatementTimeout: time.Duration(f.statementTimeout),
 		AllowNonDivisor:  allow == "1",
