@@ -12,6 +12,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
@@ -286,6 +287,12 @@ func (c *consoleSource) Partitions() []console.Partition {
 	sort.Strings(names)
 	for _, name := range names {
 		r := s.streams[name]
+		verdicts := map[int]placement.Snapshot{}
+		if r.board != nil {
+			for _, sn := range r.board.All() {
+				verdicts[int(sn.Partition)] = sn
+			}
+		}
 		type stage struct {
 			st    *dataflow.Stage
 			label string
@@ -319,13 +326,35 @@ func (c *consoleSource) Partitions() []console.Partition {
 					RecordsIn:  int64(m.sum("turbine_records_in_total", map[string]string{"stream": st.name, "partition": ps})),
 					LagRecords: int64(m.sum("turbine_input_lag_records", map[string]string{"stream": st.name, "topic": st.st.Topic(), "partition": ps})),
 					OpenGroups: int64(m.sum("turbine_open_groups", map[string]string{"stream": st.name, "partition": ps})),
-					Placement:  "not checked yet"}
+					Placement:  "not checked"}
 				if st.keyed {
 					row.KeyGroups = len(state.OwnedGroups(int32(p), n))
+					switch sn, ok := verdicts[p]; {
+					case r.board == nil:
+						// A repartition or combine hop's topic: the engine
+						// places its keys itself, with murmur2.
+						row.Placement = "placed by TurbineSQL"
+					case ok && st.st == r.final:
+						row.Placement = placementText(sn)
+					default:
+						row.Placement = "not checked yet"
+					}
 				}
 				out = append(out, row)
 			}
 		}
 	}
 	return out
+}
+
+// placementText is a partition's placement verdict as the console shows
+// it (SHOW PARTITIONS has the numbers).
+func placementText(sn placement.Snapshot) string {
+	switch sn.Verdict {
+	case 1:
+		return fmt.Sprintf("1: murmur2 placement confirmed (%d keys)", sn.WellPlaced)
+	case -1:
+		return "-1: keys not where murmur2 puts them (rebuild the state: DROP and CREATE the stream)"
+	}
+	return fmt.Sprintf("0: %d well-placed keys so far", sn.WellPlaced)
 }

@@ -53,6 +53,7 @@ func TestConsoleChromium(t *testing.T) {
 		`CREATE STREAM per_user WITH (strategy = 'repartition') AS SELECT user_id, COUNT(*) AS n FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '10' SECOND)`,
 		`CREATE STREAM per_user_cmb WITH (strategy = 'combine') AS SELECT user_id, SUM(amount) AS total FROM clicks GROUP BY user_id, TUMBLE(ts, INTERVAL '10' SECOND)`,
 		`CREATE STREAM big AS SELECT tenant, amount FROM clicks WHERE amount > 50`,
+		`CREATE STREAM per_tenant AS SELECT tenant, COUNT(*) AS n FROM clicks GROUP BY tenant, TUMBLE(ts, INTERVAL '10' SECOND)`,
 		`INSERT INTO clicks VALUES ` + strings.Join(rows, ", "),
 		`FLUSH`,
 	} {
@@ -187,6 +188,11 @@ func TestConsoleChromium(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("partitions page lacks %q:\n%s", want, body)
 		}
+	}
+	// The local keyed stream's partitions show their placement verdict
+	// (INSERT places keys with murmur2, so never -1).
+	if !strings.Contains(body, "murmur2 placement confirmed") && !strings.Contains(body, "well-placed keys so far") {
+		t.Errorf("partitions page shows no placement verdict for per_tenant:\n%s", body)
 	}
 	shot("partitions.png")
 
