@@ -226,7 +226,7 @@ func (o *Placement) Close() {}
 // allDivide reports whether every count divides 960.
 func allDivide(counts []int) bool {
 	for _, n := range counts {
-		if n <= 0 || state.KeyGroups%n != 0 {
+		if !state.Divides(n) {
 			return false
 		}
 	}

@@ -3,7 +3,6 @@ package exec
 import (
 	"bytes"
 	stdcmp "cmp"
-	"fmt"
 	"slices"
 )
 
@@ -54,23 +53,6 @@ func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
 // Cold reports whether window (or slice) w may have groups only in the
 // store.
 func (a *Aggregator) Cold(w int64) bool { return a.cold[w] }
-
-// holdsGroups reports whether slice w holds any group of this task, in
-// memory or in the store (whose scan lists only the task's key groups).
-func (a *Aggregator) holdsGroups(w int64) (bool, error) {
-	if g := a.Table.windows[w]; g != nil && len(g.slots) > 0 {
-		return true, nil
-	}
-	if a.store == nil || !a.cold[w] {
-		return false, nil
-	}
-	cur := a.store.Scan(w)
-	_, _, _, ok := cur.Next()
-	if err := cur.Close(); err != nil {
-		return false, fmt.Errorf("look up groups of window %d: %w", w, err)
-	}
-	return ok, nil
-}
 
 // loadMisses fills the slots a batch just created in cold windows from
 // the store, in one sorted pass. rows are the batch rows that created a

@@ -146,7 +146,6 @@ func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored
 		return nil, 0, nil
 	}
 	spec := a.Window
-	var holdErr error
 	due := a.windowsOfSlices(func(end, slice int64) bool {
 		closeAt := end + a.Lateness
 		if closeAt > wm {
@@ -156,20 +155,11 @@ func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored
 			return true
 		}
 		// Due before the restart: still pending only if this slice is one
-		// the window's close would have removed, and it holds groups of
-		// this task (other tasks' groups share the store's slices).
-		if !restored || spec.LastWindowEnd(slice) != end {
-			return false
-		}
-		held, err := a.holdsGroups(slice)
-		if err != nil && holdErr == nil {
-			holdErr = err
-		}
-		return held
+		// the window's close would have removed. The slices present are
+		// this task's own (its state is scoped by partition): another
+		// partition's groups never keep one here.
+		return restored && spec.LastWindowEnd(slice) == end
 	})
-	if holdErr != nil {
-		return nil, 0, holdErr
-	}
 	for _, w := range due {
 		c, ok, err := a.windowChunks(w)
 		if err != nil {

@@ -373,7 +373,7 @@ func (s *Server) awaitRestart(ctx context.Context, failed map[string]error) erro
 		running := true
 		s.mu.Lock()
 		for name := range failed {
-			if r, ok := s.streams[name]; ok && (r.failing() || r.hop != nil && r.hop.stage.Err() != nil) {
+			if r, ok := s.streams[name]; ok && r.failing() { // a failed hop in front included
 				running = false
 			}
 		}

@@ -17,11 +17,15 @@ func KeyGroup(key []byte) uint16 { return uint16(PositiveHash(key) % KeyGroups) 
 // OwnerOf is the partition of n that owns key group g.
 func OwnerOf(g uint16, n int) int32 { return int32(int(g) % n) }
 
+// Divides reports whether a partition count of n splits the key groups
+// evenly (n divides 960): the counts keyed state can run and rescale on.
+func Divides(n int) bool { return n > 0 && KeyGroups%n == 0 }
+
 // ValidCounts lists the partition counts that divide 960.
 func ValidCounts() []int {
 	var out []int
 	for n := 1; n <= KeyGroups; n++ {
-		if KeyGroups%n == 0 {
+		if Divides(n) {
 			out = append(out, n)
 		}
 	}
@@ -70,7 +74,7 @@ func (e *DivisorError) Error() string {
 
 // CheckDivisor returns a *DivisorError when n does not divide 960.
 func CheckDivisor(topic string, n int, option string) error {
-	if n > 0 && KeyGroups%n == 0 {
+	if Divides(n) {
 		return nil
 	}
 	return &DivisorError{Topic: topic, Count: n, Option: option}
@@ -82,7 +86,7 @@ func CheckDivisor(topic string, n int, option string) error {
 // with Kafka's placement, so each partition is its own group: that state
 // can never be rescaled, which is what the refusal warned about.
 func GroupsFor(n int) int {
-	if n > 0 && KeyGroups%n == 0 {
+	if Divides(n) {
 		return KeyGroups
 	}
 	return n

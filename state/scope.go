@@ -104,7 +104,7 @@ func (s *Store) MigrateLegacy(stream string, p int32, owned []uint16) (int, erro
 // deletion (per window, for the group layout). It reports how many stored
 // entries (key, window) it deleted and of how many key groups.
 func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups int, err error) {
-	if n <= 0 || KeyGroups%n != 0 {
+	if !Divides(n) {
 		// On such a count a partition receives keys of every group:
 		// "the groups it does not own" would be live state.
 		return 0, 0, nil
