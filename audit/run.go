@@ -205,6 +205,10 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	} else if c.brokers, c.stopBrk, err = harness.StartBrokerAt("127.0.0.1:0", brokerDir); err != nil {
 		return 0, err
 	}
+	// The last server run outlives the audit otherwise (the work dir it
+	// uses is deleted under it). Registered before the disk's unmount, so
+	// it runs after it and finds the server stopped already.
+	defer c.stopServer()
 	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this
@@ -217,12 +221,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 			return 0, err
 		}
 		defer func() {
-			c.mu.Lock()
-			s := c.cur
-			c.mu.Unlock()
-			if s != nil {
-				_ = s.stop(syscall.SIGTERM, 60*time.Second)
-			}
+			c.stopServer()
 			unmountDisk(c.cfg.dataDir)
 		}()
 	}
@@ -480,6 +479,17 @@ func sigName(sig syscall.Signal) string {
 		return "SIGKILL"
 	}
 	return "SIGTERM"
+}
+
+// stopServer stops the current server run, if any, cleanly.
+func (c *chaos) stopServer() {
+	c.mu.Lock()
+	s := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if s != nil {
+		_ = s.stop(syscall.SIGTERM, 60*time.Second)
+	}
 }
 
 // restart starts the next server run.
