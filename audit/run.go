@@ -327,6 +327,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	fmt.Printf("; %d input rows; seed %d\n", len(rows), o.seed)
 	if o.guarantee == "exactly_once" {
 		fmt.Printf("recoveries that replayed a committed transaction into state (server log): %d\n", countInLog(c.cfg.logPath, "recovering: the last transaction committed past the state"))
+		fmt.Printf("task opens that caught the state up from the changelog (server log): %d\n", countInLog(c.cfg.logPath, "state restored from the changelog"))
 	}
 	fmt.Println()
 	printTable(os.Stdout, vs, faults)

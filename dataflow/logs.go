@@ -9,7 +9,7 @@ import (
 // input offset committed before), for the log line of a start.
 func (s *Stage) Resumed() int {
 	n := 0
-	for _, t := range s.tasks {
+	for _, t := range s.ownTasks() {
 		if t.env.Restored.Offset > 0 {
 			n++
 		}

@@ -24,6 +24,10 @@ type Metrics struct {
 	// KeyPlacement is the producer-placement verdict of each input
 	// partition of a keyed stateful stream: -1, 0 or 1 (Placement).
 	KeyPlacement *prometheus.GaugeVec
+	// RestoredRecords and RestoreRemaining show a task's restore from its
+	// changelog: records applied, and records left, per stage and partition.
+	RestoredRecords  *prometheus.CounterVec
+	RestoreRemaining *prometheus.GaugeVec
 
 	// The repartition hop's family (seed: monitoring the hop), by hop
 	// (its internal topic) and internal partition: its output
@@ -97,6 +101,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Whether an input partition's records sit where murmur2 puts their partition key: -1 misplaced (durable), 0 nothing to say yet, 1 looks right.",
 	}, []string{"stream", "topic", "partition"})
 	reg.MustRegister(m.KeyPlacement)
+	m.RestoredRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_changelog_restored_records_total", Help: "Changelog records applied to local state when a task opened on a disk that was behind.",
+	}, []string{"stream"})
+	m.RestoreRemaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "turbine_changelog_restore_remaining_records", Help: "Changelog records a restoring task has yet to apply (0 once it runs).",
+	}, []string{"stream", "partition"})
+	reg.MustRegister(m.RestoredRecords, m.RestoreRemaining)
 	m.RepRecordsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turbine_repartition_records_out_total", Help: "Records a repartition hop wrote, per internal partition: one dominant partition is a hot key.",
 	}, []string{"hop", "partition"})

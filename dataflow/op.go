@@ -165,6 +165,14 @@ type Store interface {
 	// CheckSpace refuses a commit while the disk is nearly full
 	// (state.ErrDiskFull): the task stalls, and retries.
 	CheckSpace() error
+	// The changelog's side (changelog.go): how far this disk applied a
+	// partition's changelog, its state whole, and writes made at open.
+	ChangelogPosition(name string, p int32) (int64, bool, error)
+	HasScope(name string, p int32) (bool, error)
+	DropScope(name string, p int32) error
+	NewRestore(name string, p int32) *state.Restore
+	EachScopeKey(name string, p int32, fn func(key, val []byte) error) error
+	Watch(name string, p int32) (stop func() []state.Change)
 }
 
 // Env is what a task gives its operators.

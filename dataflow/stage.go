@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,7 +19,11 @@ import (
 type Kafka interface {
 	EndOffsets(ctx context.Context, topic string) (map[int32]int64, error)
 	Partitions(ctx context.Context, topic string) (int, error)
-	NewConsumer(topic string, assign map[int32]int64, maxPoll int) (Consumer, error)
+	// NewGroupConsumer joins group as a member reading topic; hooks open
+	// and close the tasks of the partitions it is given.
+	NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, hooks kafkaio.GroupHooks) (Consumer, error)
+	// ReadPartition reads a partition to its current end, read_committed.
+	ReadPartition(ctx context.Context, topic string, p int32, from int64, fn func(*kafkaio.Record) error) (int64, error)
 	NewPending() Pending
 	CommitOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error
 	// NewTxnProducer opens a task's transactional producer, fencing
@@ -38,9 +44,12 @@ type TxnProducer interface {
 	Close()
 }
 
-// Consumer reads the partitions of one topic.
+// Consumer reads the partitions of one topic its group assigns.
 type Consumer interface {
 	Poll(ctx context.Context) ([]kafkaio.FetchPart, error)
+	// AllowRebalance lets the group move partitions again once what the
+	// last Poll returned is handed to the tasks.
+	AllowRebalance()
 	Close()
 }
 
@@ -109,116 +118,314 @@ type StageConfig struct {
 	// number per server run), so a server whose commit failed can tell
 	// whether another one has committed the stage's partitions since.
 	Holder uint64
+	// Changelog is the stage's changelog topic (a partition per input
+	// partition): every commit of a task writes its state changes there,
+	// and a task opening on a disk that is behind restores from it.
+	Changelog string
+	// SessionTimeout is how long the consumer group keeps the partitions
+	// of a silent process before moving them (0: the client's default).
+	SessionTimeout time.Duration
 	// OnFail is called once, on its own goroutine, when the stage fails:
 	// an error that is a *TxnAborted can be cured by starting the stage
 	// again from its state.
 	OnFail func(err error)
 }
 
-// Stage runs a task per partition of its topic.
+// Stage runs a task per partition of its topic that its consumer group
+// assigns to this process.
 type Stage struct {
 	cfg   StageConfig
 	deps  Deps
+	log   *slog.Logger
 	peers *window.Peers
-	tasks map[int32]*task
 	cons  Consumer
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	tmu   sync.RWMutex
+	tasks map[int32]*task
 
-	mu     sync.Mutex
-	err    error
-	stalls map[int32]error // tasks stalled on a full disk
-	wms    map[int32]Watermark
-	endsAt time.Time
-	ends   map[int32]int64
-	endsMu sync.Mutex
+	runCtx    context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	joined    chan struct{}
+	joinOnce  sync.Once
+	leaveOnce sync.Once
+
+	mu      sync.Mutex
+	current chan struct{} // assignment()
+	err     error
+	openErr error           // of an assignment
+	stalls  map[int32]error // tasks stalled on a full disk
+	wms     map[int32]Watermark
+	endsAt  time.Time
+	ends    map[int32]int64
+	endsMu  sync.Mutex
 }
 
-// StartStage restores every task from the store and starts reading.
+// StartStage starts the stage: it joins the stage's consumer group, which
+// assigns the topic's partitions among the processes of the app, and opens
+// a task for each partition this process is given, restoring its state
+// from the changelog first. It returns once the first assignment is done.
 func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error) {
-	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{}}
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
+		joined: make(chan struct{}), current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
+	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, kafkaio.GroupHooks{
+		Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+	}
+	s.mu.Lock()
+	s.cons = cons
+	s.mu.Unlock()
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.poll(s.runCtx) }()
+	go func() { defer s.wg.Done(); s.watch(s.runCtx) }()
+	// The first assignment opens this process's tasks: wait for it, so a
+	// task that cannot open fails the start, and a FLUSH right after
+	// finds the tasks there.
+	select {
+	case <-s.joined:
+	case <-ctx.Done():
+		s.Stop()
+		return nil, ctx.Err()
+	case <-time.After(joinTimeout):
+		s.log.Warn("no partitions assigned yet; the stage keeps waiting for its consumer group", "group", cfg.Group, "waited", joinTimeout)
+	}
+	if err := s.firstErr(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// joinTimeout bounds how long a start waits for its first assignment.
+const joinTimeout = 30 * time.Second
+
+// noteJoined records that the group gave this member its assignment.
+func (s *Stage) noteJoined() {
+	s.joinOnce.Do(func() { close(s.joined) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.current:
+	default:
+		close(s.current)
+	}
+}
+
+// firstErr is the error of the first assignment, if it failed.
+func (s *Stage) firstErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.openErr
+}
+
+// assigned opens the tasks of partitions the group gave this process and
+// returns the offset each reads from. A task that cannot open fails the
+// stage.
+func (s *Stage) assigned(parts []int32) map[int32]int64 {
+	defer s.noteJoined()
+	ctx := s.runCtx
+	at := map[int32]int64{}
+	ends, err := s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic)
+	if err != nil {
+		s.openFailed(fmt.Errorf("start %s: %w", s.cfg.Name, err))
+		return at
+	}
+	for _, p := range parts {
+		if s.task(p) != nil {
+			continue
+		}
+		t, err := s.openTask(ctx, p, ends[p])
+		if err != nil {
+			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, p, err))
+			continue
+		}
+		s.tmu.Lock()
+		s.tasks[p] = t
+		s.tmu.Unlock()
+		if t.env.Restored.HasClosed {
+			s.mu.Lock()
+			s.wms[p] = Watermark{WM: t.env.Restored.Closed, Has: true}
+			s.mu.Unlock()
+		}
+		at[p] = t.part.Next
+		tctx, cancel := context.WithCancel(s.runCtx)
+		t.cancel = cancel
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); t.run(tctx) }()
+	}
+	if len(parts) > 0 {
+		s.log.Info("partitions assigned", "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions())
+	}
+	return at
+}
+
+// openFailed fails the stage for a task that could not open (and the
+// start, if this was the first assignment).
+func (s *Stage) openFailed(err error) {
+	s.mu.Lock()
+	if s.openErr == nil {
+		s.openErr = err
+	}
+	s.mu.Unlock()
+	s.fail(err)
+}
+
+// revoked commits and closes the tasks of partitions the group moves
+// away: each task's last commit is written before this returns, so the
+// next owner starts where it ended.
+func (s *Stage) revoked(parts []int32) { s.closeTasks(parts, true) }
+
+// lost closes the tasks of partitions this process lost without a
+// handover: another process may run them already, so they commit nothing.
+// Until the group assigns again, a FLUSH waits.
+func (s *Stage) lost(parts []int32) {
+	s.mu.Lock()
+	select {
+	case <-s.current:
+		s.current = make(chan struct{})
+	default:
+	}
+	s.mu.Unlock()
+	s.closeTasks(parts, false)
+}
+
+func (s *Stage) closeTasks(parts []int32, commit bool) {
+	var closing []*task
+	s.tmu.Lock()
+	for _, p := range parts {
+		if t := s.tasks[p]; t != nil {
+			closing = append(closing, t)
+			delete(s.tasks, p)
+		}
+	}
+	s.tmu.Unlock()
+	for _, t := range closing {
+		if !commit {
+			t.noFinal.Store(true)
+		}
+		t.cancel()
+	}
+	for _, t := range closing {
+		<-t.done
+		s.mu.Lock()
+		delete(s.wms, t.p)
+		delete(s.stalls, t.p)
+		s.mu.Unlock()
+	}
+	if len(closing) > 0 {
+		verb := "partitions handed over"
+		if !commit {
+			verb = "partitions lost (this process fell out of its consumer group; their last commits stand)"
+		}
+		s.log.Info(verb, "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions())
+	}
+}
+
+// task is partition p's task on this process (nil: not here).
+func (s *Stage) task(p int32) *task {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
+	return s.tasks[p]
+}
+
+// ownTasks is a snapshot of the tasks this process runs.
+func (s *Stage) ownTasks() []*task {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
+	out := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t)
+	}
+	return out
+}
+
+// openTask builds and opens partition p's task: it fences the partition's
+// earlier holder (its transactional producer), brings the state on this
+// disk up to the changelog, then restores the operators from it.
+func (s *Stage) openTask(ctx context.Context, p int32, end int64) (*task, error) {
+	cfg, deps := s.cfg, s.deps
+	t := &task{st: s, p: p, in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
+	ok := false
+	defer func() {
+		if !ok {
+			t.closeProducers()
+		}
+	}()
+	// Fence first: the previous holder's open transaction is aborted, so
+	// the changelog and the offsets read after are final.
+	if cfg.TxnID != nil || cfg.Changelog != "" {
+		tx, err := deps.Kafka.NewTxnProducer(ctx, s.txnID(p))
+		if err != nil {
+			return nil, err
+		}
+		t.clog = tx
+		if cfg.TxnID != nil {
+			t.txn, t.out = tx, tx
+		}
+	}
+	if t.out == nil {
+		t.out = deps.Kafka.NewPending()
+	}
+	if err := t.restoreChangelog(ctx); err != nil {
+		return nil, err
+	}
 	metas, err := deps.Store.Partitions(cfg.State)
 	if err != nil {
 		return nil, err
 	}
-	ends, err := deps.Kafka.EndOffsets(ctx, cfg.Topic)
+	m := metas[p]
+	part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, m.Offset, m.MaxTime, m.HasTime)
+	if m.HasClosed {
+		part.Restore(m.Closed)
+	}
+	part.OnIdle = idleLogger(s.log, cfg.Topic, p)
+	// Know the partition's end before the first fetch: a partition whose
+	// end is unknown would count as read to its end.
+	part.SawEnd(end)
+	t.part = part
+	if t.txn != nil {
+		committed, err := deps.Kafka.StableOffsets(ctx, cfg.Group, cfg.Topic)
+		if err != nil {
+			return nil, err
+		}
+		t.planReplay(m, committed[p], s.log)
+	}
+	t.ops = cfg.Ops(p)
+	t.sw = &switchOut{Producer: t.out}
+	t.env = &Env{Name: cfg.Name, State: cfg.State, Scope: state.Scope(cfg.State, p), Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
+		Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: s.log, ExactlyOnce: t.txn != nil}
+	stop := deps.Store.Watch(cfg.State, p)
+	err = t.open(ctx)
+	t.opened = stop()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
-	}
-	log := deps.Log.With("stage", cfg.Name)
-	txns, committed, err := openTxns(ctx, cfg, deps)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
-	}
-	closeTxns := func() {
-		for _, tx := range txns {
-			tx.Close()
+		for _, op := range t.ops {
+			op.Close()
 		}
-	}
-	assign := map[int32]int64{}
-	for p := int32(0); p < int32(cfg.Partitions); p++ {
-		m := metas[p]
-		part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, m.Offset, m.MaxTime, m.HasTime)
-		if m.HasClosed {
-			part.Restore(m.Closed)
-		}
-		part.OnIdle = idleLogger(log, cfg.Topic, p)
-		// Know the partition's end before the first fetch: a partition
-		// whose end is unknown would count as read to its end.
-		part.SawEnd(ends[p])
-		t := &task{st: s, p: p, ops: cfg.Ops(p), part: part,
-			in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
-		if tx := txns[p]; tx != nil {
-			t.txn, t.out = tx, tx
-			delete(txns, p) // the task closes it
-			t.planReplay(m, committed[p], log)
-		} else {
-			t.out = deps.Kafka.NewPending()
-		}
-		t.sw = &switchOut{Producer: t.out}
-		t.env = &Env{Name: cfg.Name, State: cfg.State, Scope: state.Scope(cfg.State, p), Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
-			Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: log, ExactlyOnce: t.txn != nil}
-		if err := t.open(ctx); err != nil {
-			t.close()
-			for _, o := range s.tasks {
-				o.close()
-			}
-			closeTxns()
-			return nil, fmt.Errorf("start %s partition %d: %w", cfg.Name, p, err)
-		}
-		s.tasks[p] = t
-		assign[p] = m.Offset
-		if m.HasClosed {
-			s.wms[p] = Watermark{WM: m.Closed, Has: true}
-		}
-	}
-	cons, err := deps.Kafka.NewConsumer(cfg.Topic, assign, cfg.MaxPoll)
-	if err != nil {
-		for _, t := range s.tasks {
-			t.close()
-		}
-		closeTxns()
 		return nil, err
 	}
-	s.cons = cons
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	for _, t := range s.tasks {
-		s.wg.Add(1)
-		go func(t *task) { defer s.wg.Done(); t.run(runCtx) }(t)
-	}
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); s.poll(runCtx) }()
-	go func() { defer s.wg.Done(); s.watch(runCtx) }()
-	return s, nil
+	ok = true
+	return t, nil
 }
 
-// Stop lets every task finish its batch and commit, then closes.
+// txnID is partition p's transactional id: the stage's, or (an
+// at-least-once stage, whose transactions hold only its changelog) the
+// same form from its group.
+func (s *Stage) txnID(p int32) string {
+	if s.cfg.TxnID != nil {
+		return s.cfg.TxnID(p)
+	}
+	return s.cfg.Group + "-" + strconv.Itoa(int(p))
+}
+
+// Stop lets every task finish its batch and commit, then leaves the
+// consumer group.
 func (s *Stage) Stop() {
 	s.cancel()
 	s.wg.Wait()
-	s.cons.Close()
+	s.leaveGroup()
 }
 
 // poll hands each fetched partition to its task.
@@ -226,7 +433,7 @@ func (s *Stage) poll(ctx context.Context) {
 	retrying := false // after a fetch error
 	for {
 		parts, err := s.cons.Poll(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -237,6 +444,7 @@ func (s *Stage) poll(ctx context.Context) {
 				s.deps.Log.Warn("cannot read input; retrying", "stage", s.cfg.Name, "topic", s.cfg.Topic, "err", err)
 			}
 			retrying = true
+			s.cons.AllowRebalance() // a rejoin must not wait for this loop
 			select {
 			case <-ctx.Done():
 				return
@@ -249,16 +457,22 @@ func (s *Stage) poll(ctx context.Context) {
 			retrying = false
 		}
 		for _, fp := range parts {
-			t := s.tasks[fp.Partition]
+			t := s.task(fp.Partition)
 			if t == nil {
 				continue
 			}
 			select {
 			case t.in <- fp:
+			case <-t.done: // handed over meanwhile
 			case <-ctx.Done():
+				s.cons.AllowRebalance()
 				return
 			}
 		}
+		// Everything fetched before a rebalance went to the tasks that
+		// owned it, so a partition that moves (or comes back) is never
+		// handed a fetch of its previous owner's.
+		s.cons.AllowRebalance()
 	}
 }
 
@@ -322,10 +536,44 @@ func (s *Stage) fail(err error) {
 	s.mu.Unlock()
 	if first {
 		s.deps.Log.Error("stage failed", "stage", s.cfg.Name, "err", err)
+		// Its partitions go to the app's other processes (or wait for
+		// this stage's restart), rather than stay with a member that
+		// processes nothing.
+		go s.leaveGroup()
 		if s.cfg.OnFail != nil {
 			go s.cfg.OnFail(err)
 		}
 	}
+}
+
+// leaveGroup leaves the stage's consumer group (once): its partitions are
+// handed over, its tasks closed.
+func (s *Stage) leaveGroup() {
+	s.leaveOnce.Do(func() {
+		cons := s.consumer()
+		if cons == nil {
+			return
+		}
+		// The poll loop may hold a poll's rebalance block: leaving the
+		// group waits for it.
+		cons.AllowRebalance()
+		cons.Close()
+	})
+}
+
+func (s *Stage) consumer() Consumer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cons
+}
+
+// assignment is closed while the stage's consumer group has given this
+// process its share (possibly none); open while it rejoins after losing
+// its partitions.
+func (s *Stage) assignment() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
 }
 
 func (s *Stage) now() time.Time { return s.deps.Now() }
@@ -421,10 +669,19 @@ var ErrStopped = errors.New("stopped")
 // are idle) and committed. Every task reaches its target before any
 // closes, so each closes on its peers' final watermarks.
 func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
+	// While the group reassigns, the tasks to flush are not known yet.
+	select {
+	case <-s.assignment():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
 	for _, phase := range []bool{false, true} {
 		var reqs []*flushReq
-		for p, t := range s.tasks {
-			r := &flushReq{close: phase, target: targets[p], done: make(chan error, 1)}
+		for _, t := range s.ownTasks() {
+			r := &flushReq{close: phase, target: targets[t.p], done: make(chan error, 1)}
 			select {
 			case t.reqs <- r:
 			case <-t.done:
@@ -452,4 +709,18 @@ func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
 func (s *Stage) Topic() string { return s.cfg.Topic }
 
 // Partitions is how many tasks the stage runs.
-func (s *Stage) Partitions() int { return len(s.tasks) }
+func (s *Stage) Partitions() int {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
+	return len(s.tasks)
+}
+
+// Owned lists the partitions whose tasks run on this process.
+func (s *Stage) Owned() []int32 {
+	var out []int32
+	for _, t := range s.ownTasks() {
+		out = append(out, t.p)
+	}
+	slices.Sort(out)
+	return out
+}

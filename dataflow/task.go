@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,20 @@ type task struct {
 	out   Pending
 	sw    *switchOut  // out as the operators see it
 	txn   TxnProducer // out, when the stage is exactly-once
+	// clog writes the changelog: txn, or (at-least-once) a transactional
+	// producer of its own, so a commit's changes appear whole or not at
+	// all. nil: the stage keeps no changelog.
+	clog TxnProducer
+	// opened are changes operators made at open, outside a commit (a
+	// migration, a cleanup): the first commit logs them. bootstrap: the
+	// state on this disk predates the changelog, so the first commit logs
+	// all of it.
+	opened    []state.Change
+	bootstrap bool
+	// cancel stops the task; noFinal: it was lost, not handed over, so it
+	// must not commit on its way out.
+	cancel  context.CancelFunc
+	noFinal atomic.Bool
 
 	// An exactly-once task replays up to replayTo (0: no replay), producing
 	// nothing, then gives its operators replayWM (txn.go).
@@ -86,8 +101,12 @@ func (t *task) close() {
 	for _, op := range t.ops {
 		op.Close()
 	}
-	if t.txn != nil {
-		t.txn.Close()
+	t.closeProducers()
+}
+
+func (t *task) closeProducers() {
+	if t.clog != nil {
+		t.clog.Close()
 	}
 }
 
@@ -110,7 +129,7 @@ func (t *task) run(ctx context.Context) {
 			for _, r := range pending {
 				r.done <- errors.New("stream stopped")
 			}
-			if t.uncommitted && t.st.Err() == nil && !t.broken {
+			if t.uncommitted && t.st.Err() == nil && !t.broken && !t.noFinal.Load() {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				if err := t.commit(cctx, false); err != nil {
 					t.env.Log.Warn("final commit failed; the input since the last commit will be read again", "partition", t.p, "err", err)
@@ -414,6 +433,23 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := c.State.PutPartition(t.p, meta); err != nil {
 		return err
 	}
+	var last *kafkaio.Record // the commit's last changelog record
+	if t.clog != nil {
+		var err error
+		if last, err = t.logChanges(ctx, c.State); err != nil {
+			return err
+		}
+	}
+	if t.txn == nil && t.clog != nil {
+		// At-least-once: the outputs are acknowledged; the changelog and
+		// the input offset commit together.
+		err := t.clog.Commit(ctx, kafkaio.TxnCommit{Group: t.st.cfg.Group, Topic: t.st.cfg.Topic, Partition: t.p, Offset: c.Offset,
+			Metadata: encodeProgress(wm, t.st.cfg.Holder)})
+		if err != nil {
+			return fmt.Errorf("changelog of partition %d: %w", t.p, err)
+		}
+		t.groupOff = c.Offset
+	}
 	if t.txn != nil {
 		// Kafka first: a crash before Pebble's write is caught up by
 		// replay (txn.go); the other order would emit twice.
@@ -428,6 +464,12 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		if h := t.st.deps.AfterTxn; h != nil {
 			h()
 		}
+	}
+	if last != nil {
+		if err := c.State.PutChangelogPosition(t.p, last.Offset+1); err != nil {
+			return err
+		}
+		t.opened, t.bootstrap = nil, false
 	}
 	if err := c.State.Commit(); err != nil {
 		return err

@@ -39,36 +39,6 @@ import (
 // STREAM ... RESTART.
 const TxnTimeout = 60 * time.Second
 
-// openTxns opens the transactional producer of every task of an
-// exactly-once stage, then reads the offsets the stage's committed
-// transactions left. Opening the producers first fences every earlier
-// holder of their ids and aborts their open transactions, so the offsets
-// read after are final.
-func openTxns(ctx context.Context, cfg StageConfig, deps Deps) (map[int32]TxnProducer, map[int32]kafkaio.Committed, error) {
-	if cfg.TxnID == nil {
-		return nil, nil, nil
-	}
-	txns := map[int32]TxnProducer{}
-	fail := func(err error) (map[int32]TxnProducer, map[int32]kafkaio.Committed, error) {
-		for _, tx := range txns {
-			tx.Close()
-		}
-		return nil, nil, err
-	}
-	for p := int32(0); p < int32(cfg.Partitions); p++ {
-		tx, err := deps.Kafka.NewTxnProducer(ctx, cfg.TxnID(p))
-		if err != nil {
-			return fail(err)
-		}
-		txns[p] = tx
-	}
-	committed, err := deps.Kafka.StableOffsets(ctx, cfg.Group, cfg.Topic)
-	if err != nil {
-		return fail(err)
-	}
-	return txns, committed, nil
-}
-
 // planReplay compares what the state recorded (m) with what the last
 // committed transaction recorded (c): when the transaction is ahead, the
 // task replays up to it before producing anything.

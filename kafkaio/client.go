@@ -382,3 +382,46 @@ func (k *Client) Dial(ctx context.Context) error {
 	}
 	return fmt.Errorf("no broker of %v accepts connections: %w", k.brokers, last)
 }
+
+// DeleteTopics deletes topics (one that does not exist is no error) and
+// waits, as long as ctx allows, until metadata no longer shows them, so a
+// topic of the same name created next starts empty.
+func (k *Client) DeleteTopics(ctx context.Context, topics ...string) error {
+	resp, err := k.adm.DeleteTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("delete topics %v: %w", topics, err)
+	}
+	for _, r := range resp {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("delete topic %s: %w", r.Topic, r.Err)
+		}
+	}
+	for _, t := range topics {
+		for {
+			n, err := k.Partitions(ctx, t)
+			if err == nil && n == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("topic %s still listed after its deletion: %w", t, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// EnsureCompacted creates compacted topic with n partitions, or grows it
+// to n (a changelog follows its input's partition count).
+func (k *Client) EnsureCompacted(ctx context.Context, topic string, n int) error {
+	compact := "compact"
+	have, err := k.EnsureTopic(ctx, topic, n, map[string]*string{"cleanup.policy": &compact})
+	if err != nil {
+		return err
+	}
+	if have < n {
+		return k.CreatePartitions(ctx, topic, n)
+	}
+	return nil
+}

@@ -90,6 +90,10 @@ func (c *Consumer) Add(assign map[int32]int64) {
 	c.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: offs})
 }
 
+// AllowRebalance lets a group rebalance again once the records the last
+// Poll returned are handed on (a group member's rebalances wait for it).
+func (c *Consumer) AllowRebalance() { c.cl.AllowRebalance() }
+
 // Close stops the consumer.
 func (c *Consumer) Close() { c.cl.Close() }
 
@@ -184,4 +188,137 @@ func (k *Client) deleteGroups(ctx context.Context, groups []string) error {
 		}
 	}
 	return nil
+}
+
+// GroupHooks are what a member of a stage's consumer group does as
+// partitions come and go. Each is called from the group's own goroutine,
+// never two at once; the group waits for it.
+type GroupHooks struct {
+	// Assigned opens the tasks of partitions given to this member and
+	// returns the offset each reads from (its state's position, not the
+	// group's: the state is the truth). A partition left out is not read.
+	Assigned func(parts []int32) map[int32]int64
+	// Revoked commits and closes the tasks of partitions taken away,
+	// before any other member may open them.
+	Revoked func(parts []int32)
+	// Lost closes the tasks of partitions this member lost without a
+	// handover (it fell out of the group): they must not commit.
+	Lost func(parts []int32)
+	// Joined is called after an assignment that gave this member nothing
+	// new (Assigned is not called then).
+	Joined func()
+}
+
+// NewGroupConsumer joins consumer group group as a member reading topic:
+// the group assigns its partitions among the members (sticky and
+// cooperative, so a rebalance moves only what must move), and hooks open
+// and close the tasks. sessionTimeout is how long a silent member keeps
+// its partitions.
+func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, hooks GroupHooks) (*Consumer, error) {
+	topicParts := func(m map[string][]int32) []int32 { return m[topic] }
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.FetchMaxPartitionBytes(8 << 20),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		// Offsets come from the tasks' state (AdjustFetchOffsetsFn), so
+		// a partition with no committed offset must not be reset first.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AdjustFetchOffsetsFn(func(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			var parts []int32
+			for p := range offs[topic] {
+				parts = append(parts, p)
+			}
+			if len(parts) == 0 {
+				return offs, nil
+			}
+			at := hooks.Assigned(parts)
+			out := map[int32]kgo.Offset{}
+			for p, o := range at {
+				out[p] = kgo.NewOffset().At(o).WithEpoch(-1)
+			}
+			offs[topic] = out
+			return offs, nil
+		}),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m[topic]) == 0 && hooks.Joined != nil {
+				hooks.Joined()
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if ps := topicParts(m); len(ps) > 0 {
+				hooks.Revoked(ps)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if ps := topicParts(m); len(ps) > 0 {
+				hooks.Lost(ps)
+			}
+		}),
+	}
+	if sessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(max(sessionTimeout/10, 100*time.Millisecond)))
+	}
+	cl, err := kgo.NewClient(k.conn.Opts(opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("member of group %s: %w", group, err)
+	}
+	return &Consumer{cl: cl, topic: topic, max: maxPoll}, nil
+}
+
+// ReadPartition reads partition p of topic from offset from to its end as
+// it is now (what read_committed readers see: aborted transactions are
+// skipped), handing each record to fn in order. It returns the offset
+// after the last one read, control records included.
+func (k *Client) ReadPartition(ctx context.Context, topic string, p int32, from int64, fn func(*Record) error) (int64, error) {
+	ends, err := k.EndOffsets(ctx, topic)
+	if err != nil {
+		return from, err
+	}
+	end := ends[p]
+	if end <= from {
+		return from, nil
+	}
+	cl, err := kgo.NewClient(k.conn.Opts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.FetchMaxPartitionBytes(8<<20),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return from, err
+	}
+	defer cl.Close()
+	next := from
+	for next < end {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return next, err
+		}
+		for _, fe := range fs.Errors() {
+			return next, fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		var ferr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if ferr != nil || r.Offset < next || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				ferr = fn(r)
+			}
+			if ferr == nil {
+				next = r.Offset + 1
+			}
+		})
+		if ferr != nil {
+			return next, ferr
+		}
+	}
+	return next, nil
 }

@@ -46,7 +46,7 @@ type TxnProducer struct {
 
 // TxnCommit is what a transaction commits besides the records produced:
 // the input offset of one partition, for a consumer group, with metadata
-// (the task's progress), and a progress record. The progress record makes
+// (the task's progress), and a progress record. Group empty: no offset. The progress record makes
 // every transaction write at least one record: franz-go ends only a
 // transaction it saw a record of, and a commit that produced nothing
 // still has an offset to commit.
@@ -142,6 +142,12 @@ func (t *TxnProducer) ended() {
 func (t *TxnProducer) commit(ctx context.Context, c TxnCommit) error {
 	if err := t.p.Flush(ctx); err != nil {
 		return err
+	}
+	if c.Group == "" { // records only (an at-least-once task's changelog)
+		if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("commit transaction: %w", err)
+		}
+		return nil
 	}
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {

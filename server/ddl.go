@@ -404,15 +404,24 @@ func (s *Server) dropStreamState(name string, p *planner.Plan) error {
 }
 
 // dropStreamGroups deletes a stream's consumer groups (its final stage's,
-// and its combine's pre-aggregation's): an exactly-once stream takes
-// their offsets as committed output, so a new stream of the same name
-// would replay its input silently instead of writing it.
+// and its combine's pre-aggregation's) and their changelogs: an
+// exactly-once stream takes the groups' offsets as committed output, and
+// every task restores its state from its changelog, so a new stream of the
+// same name would replay its input silently, or start from the old
+// stream's state.
 func (s *Server) dropStreamGroups(ctx context.Context, name string, p *planner.Plan) error {
 	groups := []string{s.groupName(name)}
 	if p != nil && p.Input != nil {
 		groups = append(groups, combineTopic(s.cfg.AppID, p.Input.Topic, name))
 	}
-	return s.kafka.DeleteGroups(ctx, groups...)
+	if err := s.kafka.DeleteGroups(ctx, groups...); err != nil {
+		return err
+	}
+	var logs []string
+	for _, g := range groups {
+		logs = append(logs, changelogTopic(g))
+	}
+	return s.kafka.DeleteTopics(ctx, logs...)
 }
 
 // nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a

@@ -13,25 +13,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // TestExactlyOnceCatchesUpAfterStateLag puts every stage of a stream in
 // the seed's residual state: a transaction committed a window's pane and
 // the input after it, but the state never recorded it (the process died
 // between the two). It does so by rolling the state directory back to a
-// copy taken one commit earlier. The exactly-once streams (local,
-// repartition, combine) replay that input into their state without
-// writing anything, retire the window instead of closing it again, and go
-// on: every pane exactly once, and the next window counts the replayed
-// rows. The at-least-once stream beside them, from the same rolled-back
-// state, writes the first pane a second time: the defect exactly-once
-// removes.
+// copy taken one commit earlier.
+//
+// With the changelog, the state catches up from it before anything runs:
+// every stream, exactly-once or not, writes every pane once, and the
+// rolled-back disk counts the records it restored.
+//
+// Without it (the changelog topics deleted: the defence behind it), the
+// exactly-once streams (local, repartition, combine) replay that input into
+// their state without writing anything, retire the window instead of
+// closing it again, and go on: every pane exactly once, and the next
+// window counts the replayed rows. The at-least-once stream beside them,
+// from the same rolled-back state, writes the first pane a second time:
+// the defect exactly-once removes.
 func TestExactlyOnceCatchesUpAfterStateLag(t *testing.T) {
+	t.Run("changelog", func(t *testing.T) { stateLag(t, true) })
+	t.Run("no changelog", func(t *testing.T) { stateLag(t, false) })
+}
+
+func stateLag(t *testing.T, changelog bool) {
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
@@ -82,6 +97,10 @@ func TestExactlyOnceCatchesUpAfterStateLag(t *testing.T) {
 		t.Fatalf("restore state: %v %s", err, out)
 	}
 
+	if !changelog {
+		deleteChangelogs(ctx, t, dir, srv.cfg.AppID)
+	}
+
 	srv = startTestServer(t, dir)
 	defer srv.Close()
 	exec1(srv, `FLUSH`, `INSERT INTO ev VALUES ('a', 'a', TIMESTAMP '2026-01-01 00:00:25')`, `FLUSH`)
@@ -112,20 +131,78 @@ func TestExactlyOnceCatchesUpAfterStateLag(t *testing.T) {
 		return out
 	}
 	want := []string{"a 00:00:00 2", "a 00:00:10 2"}
+	counter := func(c *prometheus.CounterVec, name string) float64 {
+		var m dto.Metric
+		if err := c.WithLabelValues(name).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
 	for name := range streams {
 		if got := panes(name); !slices.Equal(got, want) {
 			t.Errorf("%s (exactly-once): panes %v, want %v", name, got, want)
 		}
-		var m dto.Metric
-		if err := srv.metrics.RecoveredTimers.WithLabelValues(name).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		if m.GetCounter().GetValue() < 1 {
-			t.Errorf("%s: turbine_recovered_due_timers_total = %v, want the retired window counted", name, m.GetCounter().GetValue())
+		retired := counter(srv.metrics.RecoveredTimers, name)
+		switch {
+		case changelog && retired != 0:
+			t.Errorf("%s: %v windows retired by a replay, though the changelog brought the state up to date", name, retired)
+		case !changelog && retired < 1:
+			t.Errorf("%s: turbine_recovered_due_timers_total = %v, want the retired window counted", name, retired)
 		}
 	}
-	if got := panes("alo"); !slices.Equal(got, []string{"a 00:00:00 2", "a 00:00:00 2", "a 00:00:10 2"}) {
-		t.Errorf("alo (at-least-once) from the same state: panes %v, want the first written twice", got)
+	if !changelog {
+		if got := panes("alo"); !slices.Equal(got, []string{"a 00:00:00 2", "a 00:00:00 2", "a 00:00:10 2"}) {
+			t.Errorf("alo (at-least-once) from the same state: panes %v, want the first written twice", got)
+		}
+		return
+	}
+	if got := panes("alo"); !slices.Equal(got, want) {
+		t.Errorf("alo (at-least-once) caught up from its changelog: panes %v, want %v", got, want)
+	}
+	for _, name := range []string{"loc", "alo"} {
+		if n := counter(srv.metrics.RestoredRecords, name); n == 0 {
+			t.Errorf("%s: nothing restored from the changelog onto the rolled-back disk", name)
+		}
+	}
+}
+
+// deleteChangelogs deletes every changelog topic of app, whose stopped
+// server's data dir is dir (its embedded broker, or the shared one).
+func deleteChangelogs(ctx context.Context, t *testing.T, dir, app string) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}
+	if testBrokers() != "" {
+		conn := testKafkaConn()
+		opts = conn.Opts(opts...)
+	} else {
+		b, err := kafkaio.StartEmbedded("127.0.0.1:0", filepath.Join(dir, "kafka"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		opts = append(opts, kgo.SeedBrokers(b.ListenAddrs()...))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, "turbine-"+app+"-") && strings.HasSuffix(name, "-changelog") {
+			logs = append(logs, name)
+		}
+	}
+	if len(logs) < 5 {
+		t.Fatalf("changelog topics %v: want one per stage (loc, rep and its hop, cmb and its pre-aggregation, alo)", logs)
+	}
+	if _, err := adm.DeleteTopics(ctx, logs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -219,12 +296,15 @@ func TestExactlyOnceAbortsOnError(t *testing.T) {
 }
 
 // TestExactlyOnceFencesZombie: a second server with the same app id (here
-// on its own data dir) takes the exactly-once stream over: opening its
-// transactional producers fences the first server's, whose next commit
-// fails; that stream stops with a clear error while the first server and
-// its other streams keep running. The second server rebuilds the state
-// from the committed offsets (replaying, producing nothing) and goes on:
-// every pane once.
+// on its own data dir) joins the stream's consumer group and, the one
+// partition staying where it is, runs nothing of it. Then a zombie is made
+// of the first: the partition's transactional id is opened elsewhere, as
+// the group's next owner does after a process falls out of the group. The
+// first server's next commit fails; that stream stops there with a clear
+// error and leaves the group, while the first server and its other
+// streams keep running. The second server is given the partition, fences
+// the interloper in turn, restores the state from the changelog, and goes
+// on: every pane once.
 func TestExactlyOnceFencesZombie(t *testing.T) {
 	if testBrokers() != "" {
 		isolateTopics(t)
@@ -251,6 +331,14 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	defer b.Close()
 	cb := connect(ctx, t, b)
 	defer cb.Close(ctx)
+	if owned(a, "counts") != 1 || owned(b, "counts") != 0 {
+		t.Fatalf("partitions of counts: %d on the first server, %d on the second; want the one where it was", owned(a, "counts"), owned(b, "counts"))
+	}
+	zombie, err := a.kafka.NewTxnProducer(ctx, a.groupName("counts")+"-0", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombie.Close()
 	if _, err := cb.Exec(ctx, `INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:13'), ('a', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +352,7 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	if st, _ := streamStatus(ctx, t, ca, "others"); st != "running" {
 		t.Errorf("the first server's other stream is %s, want running", st)
 	}
+	waitOwned(t, "the second server to be given the partition", func() bool { return owned(b, "counts") == 1 })
 	if _, err := cb.Exec(ctx, `FLUSH`); err != nil {
 		t.Fatal(err)
 	}

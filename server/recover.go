@@ -124,7 +124,7 @@ func (s *Server) recoverHop(h *sharedHop, err error) {
 		}
 	}
 	h.stage.Stop()
-	st, serr := dataflow.StartStage(ctx, h.cfg, s.deps())
+	st, serr := s.startStage(ctx, h.cfg)
 	if serr != nil {
 		// The stopped stage keeps its error: the streams behind it show
 		// it.

@@ -77,6 +77,9 @@ type Config struct {
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
 	MaxPollRecords int
+	// SessionTimeout is how long the stages' consumer groups keep a silent
+	// process's partitions before moving them (0: DefaultSessionTimeout).
+	SessionTimeout time.Duration
 	// MetadataInterval is how often a stream looks for partitions added to
 	// its input (0: every 5 s).
 	MetadataInterval time.Duration
@@ -113,6 +116,11 @@ const DefaultStateCacheMB = 256
 
 // DefaultCommitInterval is the commit cadence when Config sets none.
 const DefaultCommitInterval = time.Second
+
+// DefaultSessionTimeout is how long a silent process keeps its partitions:
+// what failover waits for after a crash. Kafka's brokers refuse less than
+// 6 s by default (group.min.session.timeout.ms).
+const DefaultSessionTimeout = 10 * time.Second
 
 func (s *Server) commitEvery() time.Duration {
 	if s.cfg.CommitInterval > 0 {

@@ -142,6 +142,26 @@ func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) err
 	return nil
 }
 
+// startStage starts a stage with its changelog (named after its consumer
+// group, with a partition per input partition).
+func (s *Server) startStage(ctx context.Context, cfg dataflow.StageConfig) (*dataflow.Stage, error) {
+	cfg.Changelog = changelogTopic(cfg.Group)
+	if err := s.kafka.EnsureCompacted(ctx, cfg.Changelog, cfg.Partitions); err != nil {
+		return nil, fmt.Errorf("changelog of %s: %w", cfg.Name, err)
+	}
+	cfg.SessionTimeout = s.cfg.SessionTimeout
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	return dataflow.StartStage(ctx, cfg, s.deps())
+}
+
+// changelogTopic names the changelog of the stage whose consumer group is
+// group: turbine-{app}-{stream}-changelog for a stream's last stage,
+// {combine topic}-changelog for its pre-aggregation, {hop topic}-changelog
+// for a repartition hop.
+func changelogTopic(group string) string { return group + "-changelog" }
+
 // groupName is the consumer group of a stream's final stage.
 func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
 
@@ -158,8 +178,8 @@ func (s *Server) deps() dataflow.Deps {
 // runtimeKafka gives the runtime the Kafka client through its interfaces.
 type runtimeKafka struct{ *kafkaio.Client }
 
-func (k runtimeKafka) NewConsumer(topic string, assign map[int32]int64, maxPoll int) (dataflow.Consumer, error) {
-	return k.Client.NewConsumer(topic, assign, maxPoll)
+func (k runtimeKafka) NewGroupConsumer(group, topic string, maxPoll int, session time.Duration, hooks kafkaio.GroupHooks) (dataflow.Consumer, error) {
+	return k.Client.NewGroupConsumer(group, topic, maxPoll, session, hooks)
 }
 
 func (k runtimeKafka) NewPending() dataflow.Pending { return k.Client.NewPending() }
@@ -242,7 +262,6 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		}
 		return append(out, sink)
 	}
-	deps := s.deps()
 	// A row of a source without an event time has no window: the source's
 	// on_error handles it (a stream's output keeps counting it as late).
 	needTime := p.Window != nil && p.Input.Source != nil
@@ -285,7 +304,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			}
 			pre.OnFail = final.OnFail
 		}
-		st, err := dataflow.StartStage(ctx, pre, deps)
+		st, err := s.startStage(ctx, pre)
 		if err != nil {
 			return nil, err
 		}
@@ -310,7 +329,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			return append(ops, tail()...)
 		}
 	}
-	st, err := dataflow.StartStage(ctx, final, deps)
+	st, err := s.startStage(ctx, final)
 	if err != nil {
 		r.stop(s)
 		return nil, err
@@ -401,7 +420,7 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 		}
 		cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	}
-	st, err := dataflow.StartStage(ctx, cfg, s.deps())
+	st, err := s.startStage(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
 	}
@@ -423,10 +442,10 @@ func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
 	}
 	cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	h.stage.Stop()
-	st, err := dataflow.StartStage(ctx, cfg, s.deps())
+	st, err := s.startStage(ctx, cfg)
 	if err != nil {
 		// Back as it was: the streams already behind it keep running.
-		if old, rerr := dataflow.StartStage(ctx, h.cfg, s.deps()); rerr == nil {
+		if old, rerr := s.startStage(ctx, h.cfg); rerr == nil {
 			h.stage = old
 		}
 		return fmt.Errorf("repartition hop %s, exactly-once: %w", h.topic, err)

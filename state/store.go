@@ -31,6 +31,8 @@ type Store struct {
 	spaceMu  sync.Mutex
 	spaceAt  time.Time
 	spaceErr error
+
+	watchState
 }
 
 // ErrDiskFull is what CheckSpace's error matches (errors.Is).
@@ -228,8 +230,12 @@ func partKey(stream string, p int32) []byte {
 
 // Batch collects one commit of a stream's state.
 type Batch struct {
+	s      *Store
 	b      *pebble.Batch
 	stream string
+	// task: a task's commit, which logs its own changes (EachChange);
+	// other batches are shown to the watches (Watch).
+	task bool
 	// scope names the accumulators and groups the batch writes: the
 	// stream's name, or one partition's scope of it (NewScopedBatch).
 	scope  string
@@ -239,14 +245,14 @@ type Batch struct {
 // NewBatch starts a batch for stream (accumulators and groups under that
 // very name).
 func (s *Store) NewBatch(stream string) *Batch {
-	return &Batch{b: s.db.NewBatch(), stream: stream, scope: stream}
+	return &Batch{s: s, b: s.db.NewBatch(), stream: stream, scope: stream}
 }
 
 // NewScopedBatch starts a batch of partition p's task of stream: its
 // accumulators and groups go to the partition's scope (Scope), its
 // positions and task values under the stream.
 func (s *Store) NewScopedBatch(stream string, p int32) *Batch {
-	return &Batch{b: s.db.NewBatch(), stream: stream, scope: Scope(stream, p)}
+	return &Batch{s: s, b: s.db.NewBatch(), stream: stream, scope: Scope(stream, p), task: true}
 }
 
 // PutAcc stores the accumulators of one (key, window).
@@ -310,6 +316,11 @@ func (s *Store) TaskValue(stream string, p int32, name string) ([]byte, error) {
 // Commit writes the batch durably (fsync) and releases it.
 func (b *Batch) Commit() error {
 	defer b.Close()
+	if !b.task {
+		if err := b.s.noteWatched(b.b); err != nil {
+			return err
+		}
+	}
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit state of %s: %w", b.stream, err)
 	}
@@ -466,7 +477,7 @@ func (s *Store) Plan(stream, name string) (string, error) {
 // DropStream deletes every key of stream (its state and positions).
 func (s *Store) DropStream(stream string) error {
 	// Every partition's scope of the stream starts with its prefix too.
-	for _, k := range []byte{prefixAcc, legacyAcc, prefixGroup, legacyGroup, prefixPart, prefixPlan, prefixTask} {
+	for _, k := range []byte{prefixAcc, legacyAcc, prefixGroup, legacyGroup, prefixPart, prefixPlan, prefixTask, prefixLocal} {
 		pre := streamPrefix(k, stream)
 		if err := s.db.DeleteRange(pre, upper(pre), pebble.Sync); err != nil {
 			return fmt.Errorf("drop state of %s: %w", stream, err)

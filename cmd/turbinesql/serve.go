@@ -39,7 +39,7 @@ type serveFlags struct {
 	kafkaAddr, appID, logLevel, logFormat      string
 	auth, passwordFile, tlsCert, tlsKey        string
 	tlsRequired                                bool
-	commitEvery, transitionWindow              time.Duration
+	commitEvery, transitionWindow, session     time.Duration
 	stateCacheMB                               int
 	replicationFactor, minInsync               int
 	statementTimeout                           timeoutFlag
@@ -62,6 +62,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
 		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.DurationVar(&f.session, "session-timeout", server.DefaultSessionTimeout,
+		"how long the processes of an app wait for a silent one before its partitions move to the others (Kafka consumer-group session timeout)")
 	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
 		"after an input's partition count changes, how long producers get to place records under the new count before one placed under the old count counts as misplaced (keyed streams; see SHOW PARTITIONS)")
 	fs.IntVar(&f.stateCacheMB, "state-cache-mb", server.DefaultStateCacheMB,
@@ -200,6 +202,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		AfterTxn: afterTxn,
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
+		SessionTimeout:   f.session,
 		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,
 		StatementTimeout: time.Duration(f.statementTimeout),

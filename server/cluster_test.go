@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// owned is how many partitions of stream's last stage run on srv.
+func owned(srv *Server, stream string) int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	r, ok := srv.streams[stream]
+	if !ok || r.final == nil {
+		return 0
+	}
+	return r.final.Partitions()
+}
+
+// waitOwned waits until cond holds of the partitions each server owns.
+func waitOwned(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNodesShareStreamsAndStateMoves: two servers with one app id share
+// each stream's partitions through its consumer group instead of both
+// running everything; when one stops, the other takes its partitions
+// over; a node that comes back on an empty disk takes partitions back and
+// restores their state from the changelog. Input keeps arriving
+// throughout, and at the end every window's pane is there once, with the
+// count the input gives, read read_committed, for a local and a
+// repartitioned exactly-once stream and a local at-least-once one.
+func TestNodesShareStreamsAndStateMoves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	addr := cluster.ListenAddrs()
+	start := func(dir string) *Server {
+		return startTestServer(t, dir, func(c *Config) {
+			c.Brokers = addr
+			c.AppID = "pair"
+			c.CommitInterval = 50 * time.Millisecond
+			c.SessionTimeout = 6 * time.Second
+		})
+	}
+	a := start(t.TempDir())
+	conn := connect(ctx, t, a)
+	execAll(ctx, t, conn,
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`,
+		`CREATE STREAM w WITH (processing_guarantee = 'exactly_once') AS
+			SELECT k, TUMBLE_START(ts, INTERVAL '1' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)`,
+		`CREATE STREAM wr WITH (processing_guarantee = 'exactly_once', strategy = 'repartition') AS
+			SELECT k, TUMBLE_START(ts, INTERVAL '1' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)`,
+		`CREATE STREAM wa AS
+			SELECT k, TUMBLE_START(ts, INTERVAL '1' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' SECOND)`)
+	conn.Close(ctx)
+	b := start(t.TempDir())
+	defer func() { b.Close() }()
+	for _, s := range []string{"w", "wr", "wa"} {
+		waitOwned(t, "both nodes to own partitions of "+s, func() bool {
+			na, nb := owned(a, s), owned(b, s)
+			return na > 0 && nb > 0 && na+nb == 4
+		})
+	}
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	want := map[string]int{}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms, i := int64(0), 0
+	produce := func(n int) {
+		for j := 0; j < n; j++ {
+			k := fmt.Sprintf("k%d", (i*7+j)%11)
+			i++
+			ms += 5
+			ts := base.Add(time.Duration(ms) * time.Millisecond)
+			want[fmt.Sprintf("%s %s", k, ts.Truncate(time.Second).Format("15:04:05"))]++
+			prod.Produce(ctx, &kgo.Record{Key: []byte(k), Value: []byte(fmt.Sprintf(`{"k":%q,"ts":%q}`, k, ts.Format(time.RFC3339Nano)))}, nil)
+		}
+		if err := prod.Flush(ctx); err != nil {
+			panic(err)
+		}
+	}
+	stop, produced := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(produced)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			produce(30)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	a.Close() // its partitions are handed over
+	for _, s := range []string{"w", "wr", "wa"} {
+		waitOwned(t, "b to own every partition of "+s, func() bool { return owned(b, s) == 4 })
+	}
+	time.Sleep(1000 * time.Millisecond)
+	a = start(t.TempDir()) // back, on an empty disk: restores from the changelog
+	defer func() { a.Close() }()
+	for _, s := range []string{"w", "wr", "wa"} {
+		waitOwned(t, "a to take partitions of "+s+" back", func() bool {
+			na, nb := owned(a, s), owned(b, s)
+			return na > 0 && nb > 0 && na+nb == 4
+		})
+	}
+	time.Sleep(1000 * time.Millisecond)
+	close(stop)
+	<-produced
+	for p := 0; p < 4; p++ {
+		prod.Produce(ctx, &kgo.Record{Partition: int32(p), Key: []byte(fmt.Sprintf("end%d", p)), Value: []byte(`{"k":"end","ts":"2026-01-01T01:00:00Z"}`)}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range []*Server{a, b} {
+		c := connect(ctx, t, srv)
+		execAll(ctx, t, c, "FLUSH")
+		c.Close(ctx)
+	}
+	if m := a.metrics.RestoredRecords.WithLabelValues("w"); testutil.ToFloat64(m) == 0 {
+		t.Error("a restored nothing of w from the changelog, though it came back on an empty disk")
+	}
+	for _, out := range []string{"w", "wr", "wa"} {
+		got := map[string]int{}
+		for _, v := range readOutput(ctx, t, addr, out, true) {
+			var k, ws string
+			var n int
+			if _, err := fmt.Sscanf(v, `{"k":%q,"ws":%q,"n":%d}`, &k, &ws, &n); err != nil {
+				t.Fatalf("pane %s: %v", v, err)
+			}
+			if k == "end" {
+				continue
+			}
+			id := k + " " + ws[11:19]
+			if prev, dup := got[id]; dup && (out != "wa" || prev != n) {
+				t.Errorf("%s: pane %s written twice (n=%d, then n=%d)", out, id, prev, n)
+			}
+			got[id] = n
+		}
+		bad := 0
+		for id, n := range want {
+			if got[id] != n && bad < 5 {
+				bad++
+				t.Errorf("%s: %s: n=%d, want %d", out, id, got[id], n)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: %d panes, want %d", out, len(got), len(want))
+		}
+	}
+}
