@@ -21,7 +21,7 @@ type Kafka interface {
 	Partitions(ctx context.Context, topic string) (int, error)
 	// NewGroupConsumer joins group as a member reading topic; hooks open
 	// and close the tasks of the partitions it is given.
-	NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, hooks kafkaio.GroupHooks) (Consumer, error)
+	NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, instance string, hooks kafkaio.GroupHooks) (Consumer, error)
 	// ReadPartition reads a partition to its current end, read_committed.
 	ReadPartition(ctx context.Context, topic string, p int32, from int64, fn func(*kafkaio.Record) error) (int64, error)
 	NewPending() Pending
@@ -125,6 +125,10 @@ type StageConfig struct {
 	// SessionTimeout is how long the consumer group keeps the partitions
 	// of a silent process before moving them (0: the client's default).
 	SessionTimeout time.Duration
+	// Node names this process in the stage's consumer group (a static
+	// member: a restart under the same name takes its partitions back at
+	// once). Empty: a dynamic member.
+	Node string
 	// OnFail is called once, on its own goroutine, when the stage fails:
 	// an error that is a *TxnAborted can be cured by starting the stage
 	// again from its state.
@@ -169,7 +173,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
 		joined: make(chan struct{}), current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
-	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, kafkaio.GroupHooks{
+	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, cfg.Node, kafkaio.GroupHooks{
 		Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
 	if err != nil {
 		s.cancel()

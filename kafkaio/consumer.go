@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Consumer reads the partitions of one topic assigned to it, each from a
@@ -17,6 +18,9 @@ type Consumer struct {
 	cl    *kgo.Client
 	topic string
 	max   int
+	// A group member's: the shared client (to leave) and its identity.
+	k               *Client
+	group, instance string
 }
 
 // FetchPart is what one poll brought of one partition.
@@ -94,8 +98,13 @@ func (c *Consumer) Add(assign map[int32]int64) {
 // Poll returned are handed on (a group member's rebalances wait for it).
 func (c *Consumer) AllowRebalance() { c.cl.AllowRebalance() }
 
-// Close stops the consumer.
-func (c *Consumer) Close() { c.cl.Close() }
+// Close stops the consumer; a group member leaves its group.
+func (c *Consumer) Close() {
+	c.cl.Close()
+	if c.instance != "" {
+		c.leave()
+	}
+}
 
 // CommitOffsets records offsets (the next offset to read, per partition of
 // topic) for consumer group group, as a simple (memberless) commit, so
@@ -214,7 +223,13 @@ type GroupHooks struct {
 // cooperative, so a rebalance moves only what must move), and hooks open
 // and close the tasks. sessionTimeout is how long a silent member keeps
 // its partitions.
-func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, hooks GroupHooks) (*Consumer, error) {
+//
+// instance, when set, makes the member static (KIP-345): a process that
+// restarts under the same instance id takes its place back at once, with
+// its partitions, instead of waiting for the group to expire the old
+// member; Close then leaves the group explicitly, so a clean stop hands
+// the partitions over at once.
+func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, instance string, hooks GroupHooks) (*Consumer, error) {
 	topicParts := func(m map[string][]int32) []int32 { return m[topic] }
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(group),
@@ -264,11 +279,30 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 	if sessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(max(sessionTimeout/10, 100*time.Millisecond)))
 	}
+	if instance != "" {
+		opts = append(opts, kgo.InstanceID(instance))
+	}
 	cl, err := kgo.NewClient(k.conn.Opts(opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("member of group %s: %w", group, err)
 	}
-	return &Consumer{cl: cl, topic: topic, max: maxPoll}, nil
+	return &Consumer{cl: cl, topic: topic, max: maxPoll, k: k, group: group, instance: instance}, nil
+}
+
+// leave removes the static member instance from group (a static member's
+// Close does not leave).
+func (c *Consumer) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = c.group
+	m := kmsg.NewLeaveGroupRequestMember()
+	id := c.instance
+	m.InstanceID = &id
+	req.Members = append(req.Members, m)
+	// A failure leaves the member to expire after the session timeout:
+	// slower, not wrong.
+	_, _ = req.RequestWith(ctx, c.k.cl)
 }
 
 // ReadPartition reads partition p of topic from offset from to its end as

@@ -77,6 +77,10 @@ type Config struct {
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
 	MaxPollRecords int
+	// NodeID names this process among the processes of its app, stable
+	// across its restarts (empty: one made up at the first start and kept
+	// in the data dir).
+	NodeID string
 	// SessionTimeout is how long the stages' consumer groups keep a silent
 	// process's partitions before moving them (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
@@ -139,6 +143,9 @@ type Server struct {
 	recovering recoveries
 	// instance names this server run in exactly-once commits (random).
 	instance uint64
+	// nodeID names this process among the app's (node.go): its member id
+	// in every stage's consumer group.
+	nodeID string
 	dirLock  *dirlock.Lock // this server's hold on cfg.DataDir
 	log      *slog.Logger
 	broker   *kafkaio.Embedded
@@ -252,6 +259,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	if s.nodeID, err = nodeID(cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
 	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)

@@ -149,7 +149,7 @@ func (s *Server) startStage(ctx context.Context, cfg dataflow.StageConfig) (*dat
 	if err := s.kafka.EnsureCompacted(ctx, cfg.Changelog, cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("changelog of %s: %w", cfg.Name, err)
 	}
-	cfg.SessionTimeout = s.cfg.SessionTimeout
+	cfg.SessionTimeout, cfg.Node = s.cfg.SessionTimeout, s.nodeID
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
@@ -178,8 +178,8 @@ func (s *Server) deps() dataflow.Deps {
 // runtimeKafka gives the runtime the Kafka client through its interfaces.
 type runtimeKafka struct{ *kafkaio.Client }
 
-func (k runtimeKafka) NewGroupConsumer(group, topic string, maxPoll int, session time.Duration, hooks kafkaio.GroupHooks) (dataflow.Consumer, error) {
-	return k.Client.NewGroupConsumer(group, topic, maxPoll, session, hooks)
+func (k runtimeKafka) NewGroupConsumer(group, topic string, maxPoll int, session time.Duration, instance string, hooks kafkaio.GroupHooks) (dataflow.Consumer, error) {
+	return k.Client.NewGroupConsumer(group, topic, maxPoll, session, instance, hooks)
 }
 
 func (k runtimeKafka) NewPending() dataflow.Pending { return k.Client.NewPending() }
