@@ -145,19 +145,19 @@ type Server struct {
 	instance uint64
 	// nodeID names this process among the app's (node.go): its member id
 	// in every stage's consumer group.
-	nodeID string
-	dirLock  *dirlock.Lock // this server's hold on cfg.DataDir
-	log      *slog.Logger
-	broker   *kafkaio.Embedded
-	kafka    *kafkaio.Client
-	store    *state.Store
-	cat      *catalog.Catalog
-	reg      *prometheus.Registry
-	metrics  *dataflow.Metrics
-	pg       *pgwire.Server
-	pgLn     net.Listener
-	http     *http.Server
-	httpLn   net.Listener
+	nodeID  string
+	dirLock *dirlock.Lock // this server's hold on cfg.DataDir
+	log     *slog.Logger
+	broker  *kafkaio.Embedded
+	kafka   *kafkaio.Client
+	store   *state.Store
+	cat     *catalog.Catalog
+	reg     *prometheus.Registry
+	metrics *dataflow.Metrics
+	pg      *pgwire.Server
+	pgLn    net.Listener
+	http    *http.Server
+	httpLn  net.Listener
 
 	cache *dataflow.CacheBudget // the groups' memory (nil: unlimited)
 
