@@ -712,6 +712,9 @@ func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
 // Topic is the topic the stage reads.
 func (s *Stage) Topic() string { return s.cfg.Topic }
 
+// Group is the stage's consumer group.
+func (s *Stage) Group() string { return s.cfg.Group }
+
 // Partitions is how many tasks the stage runs.
 func (s *Stage) Partitions() int {
 	s.tmu.RLock()

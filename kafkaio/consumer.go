@@ -356,3 +356,40 @@ func (k *Client) ReadPartition(ctx context.Context, topic string, p int32, from 
 	}
 	return next, nil
 }
+
+// GroupOwners is who holds each partition of topic in consumer group
+// group: the member's instance id (static members), else its client id.
+// A partition no member holds (the group rebalancing, or empty) is absent.
+func (k *Client) GroupOwners(ctx context.Context, group, topic string) (map[int32]string, error) {
+	groups, err := k.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	out := map[int32]string{}
+	g, ok := groups[group]
+	if !ok {
+		return out, nil
+	}
+	if g.Err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, g.Err)
+	}
+	for _, m := range g.Members {
+		who := m.ClientID
+		if m.InstanceID != nil && *m.InstanceID != "" {
+			who = *m.InstanceID
+		}
+		ca, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range ca.Topics {
+			if t.Topic != topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				out[p] = who
+			}
+		}
+	}
+	return out, nil
+}

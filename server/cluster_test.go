@@ -79,6 +79,43 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		})
 	}
 
+	// SHOW TASKS on either node names the node of every task, as the
+	// groups assigned them.
+	for _, srv := range []*Server{a, b} {
+		c := connect(ctx, t, srv)
+		rows, err := c.Query(ctx, "SHOW TASKS wr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, stages, here := map[string]int{}, map[string]int{}, 0
+		for rows.Next() {
+			var stage, group string
+			var p int64
+			var node *string
+			var local bool
+			if err := rows.Scan(&stage, &p, &node, &local, &group); err != nil {
+				t.Fatal(err)
+			}
+			if node == nil {
+				t.Errorf("SHOW TASKS wr: %s partition %d has no node", stage, p)
+				continue
+			}
+			nodes[*node]++
+			stages[stage]++
+			if local != (*node == srv.nodeID) {
+				t.Errorf("SHOW TASKS wr on %s: %s partition %d on %s, on_this_node %v", srv.nodeID, stage, p, *node, local)
+			}
+			if local {
+				here++
+			}
+		}
+		rows.Close()
+		c.Close(ctx)
+		if len(stages) != 2 || nodes[a.nodeID] == 0 || nodes[b.nodeID] == 0 || nodes[a.nodeID]+nodes[b.nodeID] != 8 || here == 0 {
+			t.Errorf("SHOW TASKS wr on %s: stages %v, nodes %v (a %s, b %s)", srv.nodeID, stages, nodes, a.nodeID, b.nodeID)
+		}
+	}
+
 	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"))
 	if err != nil {
 		t.Fatal(err)

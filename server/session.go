@@ -246,6 +246,8 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.describe(st)
 	case *sql.ShowPartitions:
 		return s.showPartitions(ctx, st)
+	case *sql.ShowTasks:
+		return s.showTasks(ctx, st)
 	case *sql.ShowSizing:
 		return s.showSizing(ctx, st, text)
 	case *sql.ShowSkew:
@@ -294,6 +296,8 @@ func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, er
 		return textColumns("column_name", "data_type", "detail"), nil
 	case *sql.ShowPartitions:
 		return showPartitionsColumns(), nil
+	case *sql.ShowTasks:
+		return showTasksColumns(), nil
 	case *sql.ShowSizing:
 		return sizingCols, nil
 	case *sql.ShowSkew:

@@ -191,6 +191,12 @@ func (p *stmtParser) statement() (Statement, error) {
 				return nil, err
 			}
 			return &ShowPartitions{Stream: name}, p.atEnd()
+		case p.accept("TASKS"):
+			name, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			return &ShowTasks{Stream: name}, p.atEnd()
 		}
 		w := p.next()
 		if w.Kind != TokIdent && w.Kind != TokQIdent {

@@ -73,6 +73,10 @@ type Show struct{ What string }
 // key groups it owns and its lag.
 type ShowPartitions struct{ Stream string }
 
+// ShowTasks is SHOW TASKS stream: per stage and input partition, the
+// process of the app that runs its task.
+type ShowTasks struct{ Stream string }
+
 // Describe is DESCRIBE name.
 type Describe struct{ Name string }
 
@@ -113,6 +117,7 @@ func (*Flush) statement()          {}
 func (*Show) statement()           {}
 func (*Describe) statement()       {}
 func (*ShowPartitions) statement() {}
+func (*ShowTasks) statement()      {}
 func (*Drop) statement()           {}
 func (*AlterStream) statement()    {}
 func (*AlterSource) statement()    {}

@@ -33,19 +33,19 @@ flags:`
 
 // serveFlags are the flags of `serve`, bound to one place each.
 type serveFlags struct {
-	fs                                         *flag.FlagSet
-	configFile                                 string
-	dataDir, pgAddr, httpAddr, brokers         string
-	kafkaAddr, appID, logLevel, logFormat      string
-	auth, passwordFile, tlsCert, tlsKey        string
-	tlsRequired                                bool
-	commitEvery, transitionWindow, session     time.Duration
-	stateCacheMB                               int
-	replicationFactor, minInsync               int
-	statementTimeout                           timeoutFlag
-	saslMech, saslUser, saslPassFile           string
-	kafkaTLS                                   bool
-	kafkaCA, kafkaCert, kafkaKey, kafkaTLSName string
+	fs                                            *flag.FlagSet
+	configFile                                    string
+	dataDir, pgAddr, httpAddr, brokers            string
+	kafkaAddr, appID, logLevel, logFormat, nodeID string
+	auth, passwordFile, tlsCert, tlsKey           string
+	tlsRequired                                   bool
+	commitEvery, transitionWindow, session        time.Duration
+	stateCacheMB                                  int
+	replicationFactor, minInsync                  int
+	statementTimeout                              timeoutFlag
+	saslMech, saslUser, saslPassFile              string
+	kafkaTLS                                      bool
+	kafkaCA, kafkaCert, kafkaKey, kafkaTLSName    string
 }
 
 func newServeFlags() *serveFlags {
@@ -62,6 +62,7 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
 		"how often each stream closes due windows and commits its state and offsets (FLUSH always commits at once)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this process's name among the processes of its app (each needs its own); empty: one made up at the first start and kept in the data dir")
 	fs.DurationVar(&f.session, "session-timeout", server.DefaultSessionTimeout,
 		"how long the processes of an app wait for a silent one before its partitions move to the others (Kafka consumer-group session timeout)")
 	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
@@ -203,6 +204,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
 		SessionTimeout:   f.session,
+		NodeID:           f.nodeID,
 		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,
 		StatementTimeout: time.Duration(f.statementTimeout),
