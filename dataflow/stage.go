@@ -44,6 +44,17 @@ type TxnProducer interface {
 	Close()
 }
 
+// WatermarkBoard publishes a task's own watermark to the app's other
+// processes (asynchronously: a value lost or late only holds an idle
+// partition back a little longer).
+type WatermarkBoard interface {
+	Publish(group string, p int32, wm int64)
+}
+
+// NotePeer records the own watermark of partition p, whose task runs on
+// another process.
+func (s *Stage) NotePeer(p int32, wm int64) { s.peers.Set(p, wm) }
+
 // Consumer reads the partitions of one topic its group assigns.
 type Consumer interface {
 	Poll(ctx context.Context) ([]kafkaio.FetchPart, error)
@@ -67,6 +78,10 @@ type Deps struct {
 	Metrics *Metrics
 	Now     func() time.Time
 	Log     *slog.Logger
+	// Watermarks, when set, shares each task's own watermark with the
+	// app's other processes (an idle partition advances no further than
+	// its peers', wherever they run); nil: peers are this process's only.
+	Watermarks WatermarkBoard
 	// AfterTxn, when set, runs between an exactly-once task's transaction
 	// commit and its state write: the narrowest crash window, where the
 	// audit injects its crashes (TURBINESQL_CRASH_AFTER_TXN).

@@ -61,9 +61,13 @@ type task struct {
 	lastCommit time.Time
 	// stalled: the last commit found the disk full. The task reads nothing
 	// more and retries its commit every tick until there is room again.
-	stalled  error
-	given    Watermark // the watermark last given to the operators
-	groupOff int64     // the offset last committed to the consumer group
+	stalled error
+	given   Watermark // the watermark last given to the operators
+	// shared is the own watermark last published to the app's other
+	// processes (Deps.Watermarks).
+	shared   int64
+	sharedOK bool
+	groupOff int64 // the offset last committed to the consumer group
 
 	batchSeconds prometheus.Observer // looked up once, not per batch
 	lag          prometheus.Gauge
@@ -476,6 +480,12 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	}
 	t.broken = false
 	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
+	if b := t.st.deps.Watermarks; b != nil {
+		if own, ok := t.part.Own(); ok && (!t.sharedOK || own > t.shared) {
+			b.Publish(t.st.cfg.Group, t.p, own)
+			t.shared, t.sharedOK = own, true
+		}
+	}
 	t.st.noteWatermark(t.p, wm)
 	if t.stalled != nil {
 		t.env.Log.Info("resumed: the state's disk has room again", "partition", t.p)

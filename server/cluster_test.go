@@ -210,3 +210,70 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestIdlePartitionFollowsPeersOnOtherNodes: a stream's two partitions run
+// on two servers. One partition's window [00:00, 00:01) holds a row and
+// then nothing more arrives there; the other partition moves on to 00:02.
+// The idle partition's window closes all the same, as on one server: its
+// peer's watermark reaches it through the watermarks topic. Without that,
+// each server's partitions would only see their own peers, and the pane
+// would never be written.
+func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	addr := cluster.ListenAddrs()
+	start := func() *Server {
+		return startTestServer(t, t.TempDir(), func(c *Config) {
+			c.Brokers = addr
+			c.AppID = "peers"
+			c.CommitInterval = 50 * time.Millisecond
+		})
+	}
+	a := start()
+	defer func() { a.Close() }()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	execAll(ctx, t, ca,
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k', idle_timeout = '1s')`,
+		`CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
+	b := start()
+	defer func() { b.Close() }()
+	waitOwned(t, "one partition on each server", func() bool { return owned(a, "w") == 1 && owned(b, "w") == 1 })
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for _, r := range []*kgo.Record{
+		{Partition: 0, Key: []byte("alice"), Value: []byte(`{"k":"alice","ts":"2026-01-01T00:00:01Z"}`)},
+		{Partition: 1, Key: []byte("dave"), Value: []byte(`{"k":"dave","ts":"2026-01-01T00:00:02Z"}`)},
+		{Partition: 1, Key: []byte("dave"), Value: []byte(`{"k":"dave","ts":"2026-01-01T00:02:00Z"}`)},
+	} {
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb := connect(ctx, t, b)
+	defer cb.Close(ctx)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		execAll(ctx, t, cb, "FLUSH")
+		execAll(ctx, t, ca, "FLUSH")
+		got := map[string]bool{}
+		for _, v := range readOutput(ctx, t, addr, "w", false) {
+			got[v] = true
+		}
+		if got[`{"k":"alice","ws":"2026-01-01T00:00:00Z","n":1}`] && got[`{"k":"dave","ws":"2026-01-01T00:00:00Z","n":1}`] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("panes %v: the idle partition's window [00:00, 00:01) never closed", got)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}

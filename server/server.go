@@ -145,19 +145,22 @@ type Server struct {
 	instance uint64
 	// nodeID names this process among the app's (node.go): its member id
 	// in every stage's consumer group.
-	nodeID  string
-	dirLock *dirlock.Lock // this server's hold on cfg.DataDir
-	log     *slog.Logger
-	broker  *kafkaio.Embedded
-	kafka   *kafkaio.Client
-	store   *state.Store
-	cat     *catalog.Catalog
-	reg     *prometheus.Registry
-	metrics *dataflow.Metrics
-	pg      *pgwire.Server
-	pgLn    net.Listener
-	http    *http.Server
-	httpLn  net.Listener
+	nodeID string
+	// watermarks shares the tasks' own watermarks with the app's other
+	// processes (watermarks.go).
+	watermarks *watermarkBoard
+	dirLock    *dirlock.Lock // this server's hold on cfg.DataDir
+	log        *slog.Logger
+	broker     *kafkaio.Embedded
+	kafka      *kafkaio.Client
+	store      *state.Store
+	cat        *catalog.Catalog
+	reg        *prometheus.Registry
+	metrics    *dataflow.Metrics
+	pg         *pgwire.Server
+	pgLn       net.Listener
+	http       *http.Server
+	httpLn     net.Listener
 
 	cache *dataflow.CacheBudget // the groups' memory (nil: unlimited)
 
@@ -259,6 +262,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	s.watermarks = &watermarkBoard{topic: s.watermarkTopic(), out: k.NewPending()}
 	if s.nodeID, err = nodeID(cfg); err != nil {
 		st.Close()
 		return nil, err
@@ -301,6 +305,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go s.bootWhenReachable(bg)
 	}
 	go s.watchBroker(bg)
+	go s.followWatermarks(bg)
 
 	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log), pgwire.WithMessageTimeout(cfg.MessageTimeout))...)
 	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
@@ -323,6 +328,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // boot reads the catalog from Kafka and starts every stream of it.
 func (s *Server) boot(ctx context.Context) error {
 	if err := s.clog.ensure(ctx); err != nil {
+		return err
+	}
+	if err := s.kafka.EnsureCompacted(ctx, s.watermarkTopic(), 1); err != nil {
 		return err
 	}
 	if err := s.replayCatalog(ctx, s.clog); err != nil {

@@ -172,7 +172,7 @@ func combineTopic(app, topic, windowName string) string {
 }
 
 func (s *Server) deps() dataflow.Deps {
-	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log, AfterTxn: s.cfg.AfterTxn}
+	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log, AfterTxn: s.cfg.AfterTxn, Watermarks: s.watermarks}
 }
 
 // runtimeKafka gives the runtime the Kafka client through its interfaces.

@@ -191,6 +191,10 @@ type Peers struct {
 // NewPeers is an empty set of peers.
 func NewPeers() *Peers { return &Peers{own: map[int32]int64{}} }
 
+// Set records partition p's own watermark as another process read it
+// (its task runs there): it only ever raises what is known.
+func (s *Peers) Set(p int32, wm int64) { s.set(p, wm) }
+
 func (s *Peers) set(p int32, wm int64) {
 	s.mu.Lock()
 	if old, ok := s.own[p]; !ok || wm > old {
