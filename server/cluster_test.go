@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -276,4 +277,75 @@ func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// TestChangelogWrittenWholeFromOlderState: a data dir whose state the
+// changelog does not hold (written before changelogs existed; here the
+// changelog topics are deleted while the server is down) is written to
+// the changelog whole by its first commit. A second server on an empty
+// disk then takes the stream over from that changelog alone: an open
+// window's rows counted before and after add up.
+func TestChangelogWrittenWholeFromOlderState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	addr := cluster.ListenAddrs()
+	start := func(dir string) *Server {
+		return startTestServer(t, dir, func(c *Config) { c.Brokers = addr; c.AppID = "older"; c.CommitInterval = 50 * time.Millisecond })
+	}
+	dirA := t.TempDir()
+	a := start(dirA)
+	ca := connect(ctx, t, a)
+	execAll(ctx, t, ca,
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`,
+		`CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:01'), ('b', TIMESTAMP '2026-01-01 00:00:02'), ('a', TIMESTAMP '2026-01-01 00:00:03')`,
+		`FLUSH`)
+	ca.Close(ctx)
+	a.Close()
+	// The state on a's disk is all there is of it now.
+	adm := kadmClient(t, addr)
+	if _, err := adm.DeleteTopics(ctx, "turbine-older-w-changelog"); err != nil {
+		t.Fatal(err)
+	}
+	waitOwned(t, "the changelog topic to go", func() bool {
+		td, err := adm.ListTopics(ctx, "turbine-older-w-changelog")
+		return err == nil && !td.Has("turbine-older-w-changelog")
+	})
+	a = start(dirA) // its first commit writes the whole state to the new changelog
+	ca = connect(ctx, t, a)
+	execAll(ctx, t, ca, `INSERT INTO ev VALUES ('b', TIMESTAMP '2026-01-01 00:00:04')`, `FLUSH`)
+	ca.Close(ctx)
+	a.Close()
+	b := start(t.TempDir()) // an empty disk: everything comes from the changelog
+	defer b.Close()
+	cb := connect(ctx, t, b)
+	defer cb.Close(ctx)
+	execAll(ctx, t, cb, `INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:05'), ('a', TIMESTAMP '2026-01-01 00:05:00'), ('b', TIMESTAMP '2026-01-01 00:05:00')`, `FLUSH`)
+	got := map[string]bool{}
+	for _, v := range readOutput(ctx, t, addr, "w", false) {
+		got[v] = true
+	}
+	for _, want := range []string{`{"k":"a","ws":"2026-01-01T00:00:00Z","n":3}`, `{"k":"b","ws":"2026-01-01T00:00:00Z","n":2}`} {
+		if !got[want] {
+			t.Errorf("panes %v: want %s (rows before the changelog existed, and after)", got, want)
+		}
+	}
+	if testutil.ToFloat64(b.metrics.RestoredRecords.WithLabelValues("w")) == 0 {
+		t.Error("b restored nothing from the changelog")
+	}
+}
+
+func kadmClient(t *testing.T, addr []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
