@@ -22,22 +22,14 @@ import (
 // position), so an interrupted restore resumes rather than restarts.
 const restoreEvery = 4 << 20
 
-// restoreChangelog brings partition p's state on this disk up to the
+// restoreChangelog brings partition p's state on this disk up to end, the
 // changelog's end.
-func (t *task) restoreChangelog(ctx context.Context) error {
+func (t *task) restoreChangelog(ctx context.Context, end int64) error {
 	cfg, st := t.st.cfg, t.st.deps.Store
-	if cfg.Changelog == "" {
-		return nil
-	}
 	from, known, err := st.ChangelogPosition(cfg.State, t.p)
 	if err != nil {
 		return err
 	}
-	ends, err := t.st.deps.Kafka.EndOffsets(ctx, cfg.Changelog)
-	if err != nil {
-		return fmt.Errorf("changelog %s: %w", cfg.Changelog, err)
-	}
-	end := ends[t.p]
 	has, err := st.HasScope(cfg.State, t.p)
 	if err != nil {
 		return err

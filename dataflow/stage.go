@@ -25,7 +25,6 @@ type Kafka interface {
 	// ReadPartition reads a partition to its current end, read_committed.
 	ReadPartition(ctx context.Context, topic string, p int32, from int64, fn func(*kafkaio.Record) error) (int64, error)
 	NewPending() Pending
-	CommitOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error
 	// NewTxnProducer opens a task's transactional producer, fencing
 	// earlier holders of id; StableOffsets reads what the last committed
 	// transactions left in a consumer group (exactly-once stages only).
@@ -55,12 +54,11 @@ type WatermarkBoard interface {
 // another process.
 func (s *Stage) NotePeer(p int32, wm int64) { s.peers.Set(p, wm) }
 
-// Consumer reads the partitions of one topic its group assigns.
+// Consumer reads the partitions of one topic its group assigns. The group
+// moves no partition from one Poll's return to the next Poll (or Close),
+// so what a poll returned reaches the tasks that own it.
 type Consumer interface {
 	Poll(ctx context.Context) ([]kafkaio.FetchPart, error)
-	// AllowRebalance lets the group move partitions again once what the
-	// last Poll returned is handed to the tasks.
-	AllowRebalance()
 	Close()
 }
 
@@ -121,21 +119,22 @@ type StageConfig struct {
 	// MetadataEvery is how often the stage looks for added partitions (0:
 	// every 5 s).
 	MetadataEvery time.Duration
-	// TxnID, when set, makes the stage exactly-once: partition p's task
-	// produces through the transactional producer TxnID(p), each of its
-	// commits is one transaction (records, a progress record to
-	// ProgressTopic, the input offset to Group), and a restart replays
-	// into state, producing nothing, what a transaction committed after
-	// the state's last write.
-	TxnID         func(p int32) string
+	// ExactlyOnce: partition p's task produces everything through its
+	// transactional producer ({Group}-{p}), each of its commits is one
+	// transaction (records, changelog, a progress record to ProgressTopic,
+	// the input offset to Group), and a restart replays into state,
+	// producing nothing, what a transaction committed after the state's
+	// last write.
+	ExactlyOnce   bool
 	ProgressTopic string
 	// Holder names this process in every commit's progress (a random
 	// number per server run), so a server whose commit failed can tell
 	// whether another one has committed the stage's partitions since.
 	Holder uint64
 	// Changelog is the stage's changelog topic (a partition per input
-	// partition): every commit of a task writes its state changes there,
-	// and a task opening on a disk that is behind restores from it.
+	// partition; required): every commit of a task writes its state
+	// changes there, with the input offset, and a task opening on a disk
+	// that is behind restores from it.
 	Changelog string
 	// SessionTimeout is how long the consumer group keeps the partitions
 	// of a silent process before moving them (0: the client's default).
@@ -164,9 +163,8 @@ type Stage struct {
 
 	runCtx    context.Context
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	joined    chan struct{}
-	joinOnce  sync.Once
+	loops     sync.WaitGroup // the poll and watch loops
+	wg        sync.WaitGroup // the tasks
 	leaveOnce sync.Once
 
 	mu      sync.Mutex
@@ -185,8 +183,11 @@ type Stage struct {
 // a task for each partition this process is given, restoring its state
 // from the changelog first. It returns once the first assignment is done.
 func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error) {
+	if cfg.Changelog == "" {
+		return nil, fmt.Errorf("start %s: no changelog topic", cfg.Name)
+	}
 	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
-		joined: make(chan struct{}), current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
+		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, cfg.Node, kafkaio.GroupHooks{
 		Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
@@ -197,14 +198,14 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s.mu.Lock()
 	s.cons = cons
 	s.mu.Unlock()
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); s.poll(s.runCtx) }()
-	go func() { defer s.wg.Done(); s.watch(s.runCtx) }()
+	s.loops.Add(2)
+	go func() { defer s.loops.Done(); s.poll(s.runCtx) }()
+	go func() { defer s.loops.Done(); s.watch(s.runCtx) }()
 	// The first assignment opens this process's tasks: wait for it, so a
 	// task that cannot open fails the start, and a FLUSH right after
 	// finds the tasks there.
 	select {
-	case <-s.joined:
+	case <-s.assignment():
 	case <-ctx.Done():
 		s.Stop()
 		return nil, ctx.Err()
@@ -223,7 +224,6 @@ const joinTimeout = 30 * time.Second
 
 // noteJoined records that the group gave this member its assignment.
 func (s *Stage) noteJoined() {
-	s.joinOnce.Do(func() { close(s.joined) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
@@ -247,38 +247,79 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 	defer s.noteJoined()
 	ctx := s.runCtx
 	at := map[int32]int64{}
-	ends, err := s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic)
-	if err != nil {
-		s.openFailed(fmt.Errorf("start %s: %w", s.cfg.Name, err))
-		return at
+	if ctx.Err() != nil {
+		return at // stopping: the group is being left
 	}
+	var fresh []*task
 	for _, p := range parts {
 		if s.task(p) != nil {
 			continue
 		}
-		t, err := s.openTask(ctx, p, ends[p])
+		t, err := s.fenceTask(ctx, p)
 		if err != nil {
 			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, p, err))
 			continue
 		}
+		fresh = append(fresh, t)
+	}
+	if len(fresh) == 0 {
+		return at
+	}
+	// Read once for every task given, and only now that every earlier
+	// holder is fenced (its open transaction aborted): these ends and
+	// offsets are final.
+	pos, err := s.positions(ctx)
+	if err != nil {
+		for _, t := range fresh {
+			t.closeProducers()
+		}
+		s.openFailed(fmt.Errorf("start %s: %w", s.cfg.Name, err))
+		return at
+	}
+	for _, t := range fresh {
+		if err := s.openTask(ctx, t, pos); err != nil {
+			t.closeProducers()
+			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, t.p, err))
+			continue
+		}
 		s.tmu.Lock()
-		s.tasks[p] = t
+		s.tasks[t.p] = t
 		s.tmu.Unlock()
 		if t.env.Restored.HasClosed {
 			s.mu.Lock()
-			s.wms[p] = Watermark{WM: t.env.Restored.Closed, Has: true}
+			s.wms[t.p] = Watermark{WM: t.env.Restored.Closed, Has: true}
 			s.mu.Unlock()
 		}
-		at[p] = t.part.Next
+		at[t.p] = t.part.Next
 		tctx, cancel := context.WithCancel(s.runCtx)
 		t.cancel = cancel
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); t.run(tctx) }()
 	}
-	if len(parts) > 0 {
-		s.log.Info("partitions assigned", "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions())
-	}
+	s.log.Info("partitions assigned", "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions())
 	return at
+}
+
+// positions are what tasks opening need of Kafka: the input's ends, the
+// changelog's, and (exactly-once) the offsets committed transactions left.
+type positions struct {
+	input, changelog map[int32]int64
+	committed        map[int32]kafkaio.Committed
+}
+
+func (s *Stage) positions(ctx context.Context) (positions, error) {
+	var pos positions
+	var err error
+	if pos.input, err = s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic); err != nil {
+		return pos, err
+	}
+	if pos.changelog, err = s.deps.Kafka.EndOffsets(ctx, s.cfg.Changelog); err != nil {
+		return pos, fmt.Errorf("changelog %s: %w", s.cfg.Changelog, err)
+	}
+	if s.cfg.ExactlyOnce {
+		pos.committed, err = s.deps.Kafka.StableOffsets(ctx, s.cfg.Group, s.cfg.Topic)
+	}
+	return pos, err
 }
 
 // openFailed fails the stage for a task that could not open (and the
@@ -361,39 +402,34 @@ func (s *Stage) ownTasks() []*task {
 	return out
 }
 
-// openTask builds and opens partition p's task: it fences the partition's
-// earlier holder (its transactional producer), brings the state on this
-// disk up to the changelog, then restores the operators from it.
-func (s *Stage) openTask(ctx context.Context, p int32, end int64) (*task, error) {
-	cfg, deps := s.cfg, s.deps
-	t := &task{st: s, p: p, in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{}), groupOff: -1}
-	ok := false
-	defer func() {
-		if !ok {
-			t.closeProducers()
-		}
-	}()
-	// Fence first: the previous holder's open transaction is aborted, so
-	// the changelog and the offsets read after are final.
-	if cfg.TxnID != nil || cfg.Changelog != "" {
-		tx, err := deps.Kafka.NewTxnProducer(ctx, s.txnID(p))
-		if err != nil {
-			return nil, err
-		}
-		t.clog = tx
-		if cfg.TxnID != nil {
-			t.txn, t.out = tx, tx
-		}
-	}
-	if t.out == nil {
-		t.out = deps.Kafka.NewPending()
-	}
-	if err := t.restoreChangelog(ctx); err != nil {
+// fenceTask starts partition p's task with its transactional producer,
+// which fences the partition's earlier holder: its open transaction is
+// aborted, so what the changelog and the group hold is final after.
+func (s *Stage) fenceTask(ctx context.Context, p int32) (*task, error) {
+	t := &task{st: s, p: p, in: make(chan kafkaio.FetchPart, 1), reqs: make(chan *flushReq), done: make(chan struct{})}
+	tx, err := s.deps.Kafka.NewTxnProducer(ctx, s.txnID(p))
+	if err != nil {
 		return nil, err
+	}
+	t.clog = tx
+	if s.cfg.ExactlyOnce {
+		t.txn, t.out = tx, tx
+	} else {
+		t.out = s.deps.Kafka.NewPending()
+	}
+	return t, nil
+}
+
+// openTask brings the state on this disk up to the changelog, then
+// restores the task's operators from it.
+func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
+	cfg, deps, p := s.cfg, s.deps, t.p
+	if err := t.restoreChangelog(ctx, pos.changelog[p]); err != nil {
+		return err
 	}
 	metas, err := deps.Store.Partitions(cfg.State)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m := metas[p]
 	part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, m.Offset, m.MaxTime, m.HasTime)
@@ -403,14 +439,10 @@ func (s *Stage) openTask(ctx context.Context, p int32, end int64) (*task, error)
 	part.OnIdle = idleLogger(s.log, cfg.Topic, p)
 	// Know the partition's end before the first fetch: a partition whose
 	// end is unknown would count as read to its end.
-	part.SawEnd(end)
+	part.SawEnd(pos.input[p])
 	t.part = part
 	if t.txn != nil {
-		committed, err := deps.Kafka.StableOffsets(ctx, cfg.Group, cfg.Topic)
-		if err != nil {
-			return nil, err
-		}
-		t.planReplay(m, committed[p], s.log)
+		t.planReplay(m, pos.committed[p], s.log)
 	}
 	t.ops = cfg.Ops(p)
 	t.sw = &switchOut{Producer: t.out}
@@ -423,28 +455,27 @@ func (s *Stage) openTask(ctx context.Context, p int32, end int64) (*task, error)
 		for _, op := range t.ops {
 			op.Close()
 		}
-		return nil, err
+		return err
 	}
-	ok = true
-	return t, nil
+	return nil
 }
 
-// txnID is partition p's transactional id: the stage's, or (an
-// at-least-once stage, whose transactions hold only its changelog) the
-// same form from its group.
-func (s *Stage) txnID(p int32) string {
-	if s.cfg.TxnID != nil {
-		return s.cfg.TxnID(p)
-	}
-	return s.cfg.Group + "-" + strconv.Itoa(int(p))
-}
+// txnID is partition p's transactional id, {group}-{p}: an exactly-once
+// task's transactions hold everything it writes, an at-least-once task's
+// its changelog and input offset.
+func (s *Stage) txnID(p int32) string { return s.cfg.Group + "-" + strconv.Itoa(int(p)) }
 
 // Stop lets every task finish its batch and commit, then leaves the
 // consumer group.
 func (s *Stage) Stop() {
 	s.cancel()
-	s.wg.Wait()
+	// The poll loop ends first: no poll of its may hold the group's
+	// rebalance block while it is left. Leaving waits for an assignment
+	// callback under way (it opens no task once stopping); only then are
+	// all the tasks known, each finishing with its last commit.
+	s.loops.Wait()
 	s.leaveGroup()
+	s.wg.Wait()
 }
 
 // poll hands each fetched partition to its task.
@@ -463,7 +494,6 @@ func (s *Stage) poll(ctx context.Context) {
 				s.deps.Log.Warn("cannot read input; retrying", "stage", s.cfg.Name, "topic", s.cfg.Topic, "err", err)
 			}
 			retrying = true
-			s.cons.AllowRebalance() // a rejoin must not wait for this loop
 			select {
 			case <-ctx.Done():
 				return
@@ -484,14 +514,9 @@ func (s *Stage) poll(ctx context.Context) {
 			case t.in <- fp:
 			case <-t.done: // handed over meanwhile
 			case <-ctx.Done():
-				s.cons.AllowRebalance()
 				return
 			}
 		}
-		// Everything fetched before a rebalance went to the tasks that
-		// owned it, so a partition that moves (or comes back) is never
-		// handed a fetch of its previous owner's.
-		s.cons.AllowRebalance()
 	}
 }
 
@@ -557,8 +582,13 @@ func (s *Stage) fail(err error) {
 		s.deps.Log.Error("stage failed", "stage", s.cfg.Name, "err", err)
 		// Its partitions go to the app's other processes (or wait for
 		// this stage's restart), rather than stay with a member that
-		// processes nothing.
-		go s.leaveGroup()
+		// processes nothing. Its tasks and loops stop first (a failed
+		// stage's tasks commit nothing more), as in Stop.
+		go func() {
+			s.cancel()
+			s.loops.Wait()
+			s.leaveGroup()
+		}()
 		if s.cfg.OnFail != nil {
 			go s.cfg.OnFail(err)
 		}
@@ -569,14 +599,9 @@ func (s *Stage) fail(err error) {
 // handed over, its tasks closed.
 func (s *Stage) leaveGroup() {
 	s.leaveOnce.Do(func() {
-		cons := s.consumer()
-		if cons == nil {
-			return
+		if cons := s.consumer(); cons != nil {
+			cons.Close()
 		}
-		// The poll loop may hold a poll's rebalance block: leaving the
-		// group waits for it.
-		cons.AllowRebalance()
-		cons.Close()
 	})
 }
 

@@ -26,9 +26,9 @@ type task struct {
 	out   Pending
 	sw    *switchOut  // out as the operators see it
 	txn   TxnProducer // out, when the stage is exactly-once
-	// clog writes the changelog: txn, or (at-least-once) a transactional
-	// producer of its own, so a commit's changes appear whole or not at
-	// all. nil: the stage keeps no changelog.
+	// clog writes the changelog and commits the input offset: txn, or
+	// (at-least-once) a transactional producer of its own, so a commit's
+	// changes appear whole or not at all.
 	clog TxnProducer
 	// opened are changes operators made at open, outside a commit (a
 	// migration, a cleanup): the first commit logs them. bootstrap: the
@@ -67,7 +67,6 @@ type task struct {
 	// processes (Deps.Watermarks).
 	shared   int64
 	sharedOK bool
-	groupOff int64 // the offset last committed to the consumer group
 
 	batchSeconds prometheus.Observer // looked up once, not per batch
 	lag          prometheus.Gauge
@@ -108,11 +107,7 @@ func (t *task) close() {
 	t.closeProducers()
 }
 
-func (t *task) closeProducers() {
-	if t.clog != nil {
-		t.clog.Close()
-	}
-}
+func (t *task) closeProducers() { t.clog.Close() }
 
 // run is the task's loop: batches, ticks (commit cadence, idleness, early
 // fires) and FLUSH requests, until ctx ends; then a last commit, so a
@@ -437,14 +432,11 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := c.State.PutPartition(t.p, meta); err != nil {
 		return err
 	}
-	var last *kafkaio.Record // the commit's last changelog record
-	if t.clog != nil {
-		var err error
-		if last, err = t.logChanges(ctx, c.State); err != nil {
-			return err
-		}
+	last, err := t.logChanges(ctx, c.State) // the commit's last changelog record
+	if err != nil {
+		return err
 	}
-	if t.txn == nil && t.clog != nil {
+	if t.txn == nil {
 		// At-least-once: the outputs are acknowledged; the changelog and
 		// the input offset commit together.
 		err := t.clog.Commit(ctx, kafkaio.TxnCommit{Group: t.st.cfg.Group, Topic: t.st.cfg.Topic, Partition: t.p, Offset: c.Offset,
@@ -452,7 +444,6 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		if err != nil {
 			return fmt.Errorf("changelog of partition %d: %w", t.p, err)
 		}
-		t.groupOff = c.Offset
 	}
 	if t.txn != nil {
 		// Kafka first: a crash before Pebble's write is caught up by
@@ -469,12 +460,11 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 			h()
 		}
 	}
-	if last != nil {
-		if err := c.State.PutChangelogPosition(t.p, last.Offset+1); err != nil {
-			return err
-		}
-		t.opened, t.bootstrap = nil, false
+	// Every commit logs at least the partition's position (PutPartition).
+	if err := c.State.PutChangelogPosition(t.p, last.Offset+1); err != nil {
+		return err
 	}
+	t.opened, t.bootstrap = nil, false
 	if err := c.State.Commit(); err != nil {
 		return err
 	}
@@ -491,18 +481,6 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		t.env.Log.Info("resumed: the state's disk has room again", "partition", t.p)
 		t.stalled = nil
 		t.st.noteStall(t.p, nil)
-	}
-	if t.txn == nil && c.Offset != t.groupOff {
-		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := t.st.deps.Kafka.CommitOffsets(gctx, t.st.cfg.Group, t.st.cfg.Topic, map[int32]int64{t.p: c.Offset})
-		cancel()
-		if err != nil {
-			// The offset in Pebble is the truth; the group's is for
-			// Kafka's tools, and the next commit sends it again.
-			t.env.Log.Warn("cannot commit offset to consumer group", "group", t.st.cfg.Group, "partition", strconv.Itoa(int(t.p)), "err", err)
-		} else {
-			t.groupOff = c.Offset
-		}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/state"
 )
 
-// Exactly-once: a task of a stage with a TxnID commits in this order:
+// Exactly-once: a task of an ExactlyOnce stage commits in this order:
 //
 //  1. the operators see the watermark; everything produced since the last
 //     commit (outputs, late rows, dead letters, hop records, partials,
@@ -125,7 +125,6 @@ func (t *task) commitTxn(ctx context.Context, wm Watermark) error {
 	if err != nil {
 		return fmt.Errorf("transaction %s: %w", id, err)
 	}
-	t.groupOff = t.part.Next
 	return nil
 }
 

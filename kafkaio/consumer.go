@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Consumer reads the partitions of one topic assigned to it, each from a
-// given offset. Partitions can be added and removed while it runs.
+// Consumer is a member of a stage's consumer group: it reads the
+// partitions of one topic the group assigns to it.
 type Consumer struct {
 	cl    *kgo.Client
 	topic string
@@ -39,35 +39,14 @@ type FetchPart struct {
 	HighWatermark int64
 }
 
-// NewConsumer starts a consumer of topic at the given offsets; a poll
-// returns at most maxPoll records.
-func (k *Client) NewConsumer(topic string, assign map[int32]int64, maxPoll int) (*Consumer, error) {
-	offs := map[int32]kgo.Offset{}
-	for p, o := range assign {
-		offs[p] = kgo.NewOffset().At(o)
-	}
-	cl, err := kgo.NewClient(k.conn.Opts(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.FetchMaxPartitionBytes(8<<20),
-		// Every reader reads committed: an exactly-once stream's outputs,
-		// hop records and partials count once their transaction commits,
-		// and never when it aborts. Without transactions on a topic this
-		// reads exactly what read_uncommitted would.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records come through so the reader sees its position
-		// move past a transaction's marker (Next).
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("consumer of %s: %w", topic, err)
-	}
-	return &Consumer{cl: cl, topic: topic, max: maxPoll}, nil
-}
-
 // Poll waits for records and returns them by partition. A cancelled ctx
-// returns nothing and no error.
+// returns nothing and no error. The group does not rebalance from one
+// Poll's return to the next Poll (or Close): what a poll returned is
+// handed to the tasks that own it before a partition can move, so a
+// partition that moves (or comes back) is never given a fetch of its
+// previous owner's.
 func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
+	c.cl.AllowRebalance()
 	fs := c.cl.PollRecords(ctx, c.max)
 	if ctx.Err() != nil {
 		return nil, nil
@@ -85,46 +64,13 @@ func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
 	return out, nil
 }
 
-// Add starts reading more partitions, each from its offset.
-func (c *Consumer) Add(assign map[int32]int64) {
-	offs := map[int32]kgo.Offset{}
-	for p, o := range assign {
-		offs[p] = kgo.NewOffset().At(o)
-	}
-	c.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: offs})
-}
-
-// AllowRebalance lets a group rebalance again once the records the last
-// Poll returned are handed on (a group member's rebalances wait for it).
-func (c *Consumer) AllowRebalance() { c.cl.AllowRebalance() }
-
 // Close stops the consumer; a group member leaves its group.
 func (c *Consumer) Close() {
+	c.cl.AllowRebalance() // leaving waits for the last poll's block
 	c.cl.Close()
 	if c.instance != "" {
 		c.leave()
 	}
-}
-
-// CommitOffsets records offsets (the next offset to read, per partition of
-// topic) for consumer group group, as a simple (memberless) commit, so
-// Kafka's own tools show the group's lag.
-func (k *Client) CommitOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error {
-	if len(offsets) == 0 {
-		return nil
-	}
-	os := kadm.Offsets{}
-	for p, o := range offsets {
-		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
-	}
-	resp, err := k.adm.CommitOffsets(ctx, group, os)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("commit offsets of group %s: %w", group, err)
-	}
-	return nil
 }
 
 // GroupOffsets reads the committed offsets of group on topic.

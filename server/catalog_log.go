@@ -23,11 +23,7 @@ type catalogEntry struct {
 }
 
 // ensure creates the catalog topic (compacted) if it does not exist.
-func (l *catalogLog) ensure(ctx context.Context) error {
-	compact := "compact"
-	_, err := l.k.EnsureTopic(ctx, l.topic, 1, map[string]*string{"cleanup.policy": &compact})
-	return err
-}
+func (l *catalogLog) ensure(ctx context.Context) error { return l.k.EnsureCompacted(ctx, l.topic, 1) }
 
 func (l *catalogLog) Put(kind catalog.Kind, name, sql string) error {
 	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: []byte(sql)}})

@@ -35,6 +35,25 @@ func waitOwned(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// appNodes starts a broker of its own whose topic ev has parts
+// partitions, and returns its address and how to start a server of app
+// on it (committing every 50 ms) on a data dir. The broker stops after
+// the test, and so after the servers the test closes.
+func appNodes(t *testing.T, parts int, app string, mods ...func(*Config)) ([]string, func(dir string) *Server) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(parts), "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()
+	return addr, func(dir string) *Server {
+		return startTestServer(t, dir, append([]func(*Config){func(c *Config) {
+			c.Brokers, c.AppID, c.CommitInterval = addr, app, 50*time.Millisecond
+		}}, mods...)...)
+	}
+}
+
 // TestNodesShareStreamsAndStateMoves: two servers with one app id share
 // each stream's partitions through its consumer group instead of both
 // running everything; when one stops, the other takes its partitions
@@ -46,20 +65,7 @@ func waitOwned(t *testing.T, what string, cond func() bool) {
 func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "ev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()
-	start := func(dir string) *Server {
-		return startTestServer(t, dir, func(c *Config) {
-			c.Brokers = addr
-			c.AppID = "pair"
-			c.CommitInterval = 50 * time.Millisecond
-			c.SessionTimeout = 6 * time.Second
-		})
-	}
+	addr, start := appNodes(t, 4, "pair", func(c *Config) { c.SessionTimeout = 6 * time.Second })
 	a := start(t.TempDir())
 	conn := connect(ctx, t, a)
 	execAll(ctx, t, conn,
@@ -117,40 +123,7 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		}
 	}
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	want := map[string]int{}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ms, i := int64(0), 0
-	produce := func(n int) {
-		for j := 0; j < n; j++ {
-			k := fmt.Sprintf("k%d", (i*7+j)%11)
-			i++
-			ms += 5
-			ts := base.Add(time.Duration(ms) * time.Millisecond)
-			want[fmt.Sprintf("%s %s", k, ts.Truncate(time.Second).Format("15:04:05"))]++
-			prod.Produce(ctx, &kgo.Record{Key: []byte(k), Value: []byte(fmt.Sprintf(`{"k":%q,"ts":%q}`, k, ts.Format(time.RFC3339Nano)))}, nil)
-		}
-		if err := prod.Flush(ctx); err != nil {
-			panic(err)
-		}
-	}
-	stop, produced := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(produced)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			produce(30)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	in := startPaneInput(ctx, t, addr, 5, 30, func(i int) string { return fmt.Sprintf("k%d", i*7%11) })
 	time.Sleep(1500 * time.Millisecond)
 	a.Close() // its partitions are handed over
 	for _, s := range []string{"w", "wr", "wa"} {
@@ -166,14 +139,7 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		})
 	}
 	time.Sleep(1000 * time.Millisecond)
-	close(stop)
-	<-produced
-	for p := 0; p < 4; p++ {
-		prod.Produce(ctx, &kgo.Record{Partition: int32(p), Key: []byte(fmt.Sprintf("end%d", p)), Value: []byte(`{"k":"end","ts":"2026-01-01T01:00:00Z"}`)}, nil)
-	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	want := in.stop(ctx, t, 4)
 	for _, srv := range []*Server{a, b} {
 		c := connect(ctx, t, srv)
 		execAll(ctx, t, c, "FLUSH")
@@ -183,32 +149,7 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		t.Error("a restored nothing of w from the changelog, though it came back on an empty disk")
 	}
 	for _, out := range []string{"w", "wr", "wa"} {
-		got := map[string]int{}
-		for _, v := range readOutput(ctx, t, addr, out, true) {
-			var k, ws string
-			var n int
-			if _, err := fmt.Sscanf(v, `{"k":%q,"ws":%q,"n":%d}`, &k, &ws, &n); err != nil {
-				t.Fatalf("pane %s: %v", v, err)
-			}
-			if k == "end" {
-				continue
-			}
-			id := k + " " + ws[11:19]
-			if prev, dup := got[id]; dup && (out != "wa" || prev != n) {
-				t.Errorf("%s: pane %s written twice (n=%d, then n=%d)", out, id, prev, n)
-			}
-			got[id] = n
-		}
-		bad := 0
-		for id, n := range want {
-			if got[id] != n && bad < 5 {
-				bad++
-				t.Errorf("%s: %s: n=%d, want %d", out, id, got[id], n)
-			}
-		}
-		if len(got) != len(want) {
-			t.Errorf("%s: %d panes, want %d", out, len(got), len(want))
-		}
+		checkSecondPanes(ctx, t, addr, out, want, out == "wa")
 	}
 }
 
@@ -222,27 +163,15 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "ev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()
-	start := func() *Server {
-		return startTestServer(t, t.TempDir(), func(c *Config) {
-			c.Brokers = addr
-			c.AppID = "peers"
-			c.CommitInterval = 50 * time.Millisecond
-		})
-	}
-	a := start()
+	addr, start := appNodes(t, 2, "peers")
+	a := start(t.TempDir())
 	defer func() { a.Close() }()
 	ca := connect(ctx, t, a)
 	defer ca.Close(ctx)
 	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k', idle_timeout = '1s')`,
 		`CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
-	b := start()
+	b := start(t.TempDir())
 	defer func() { b.Close() }()
 	waitOwned(t, "one partition on each server", func() bool { return owned(a, "w") == 1 && owned(b, "w") == 1 })
 	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -288,15 +217,7 @@ func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
 func TestChangelogWrittenWholeFromOlderState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "ev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()
-	start := func(dir string) *Server {
-		return startTestServer(t, dir, func(c *Config) { c.Brokers = addr; c.AppID = "older"; c.CommitInterval = 50 * time.Millisecond })
-	}
+	addr, start := appNodes(t, 2, "older")
 	dirA := t.TempDir()
 	a := start(dirA)
 	ca := connect(ctx, t, a)

@@ -122,21 +122,18 @@ func (s *Server) sizedLike(ctx context.Context, topic string) map[string]*string
 }
 
 // exactlyOnce makes a stage exactly-once: the task of partition p
-// produces through the transactional producer named by the stage's
-// consumer group and p (turbine-{app}-{stream}-p for a stream's final
-// stage; the hop's topic, or the combine's, for theirs), stable across
-// restarts so that a restarted or second server fences the first.
+// produces everything through its transactional producer, named by the
+// stage's consumer group and p (turbine-{app}-{stream}-p for a stream's
+// final stage; the hop's topic, or the combine's, for theirs).
 func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) error {
 	topic := "turbine-" + s.cfg.AppID + "-progress"
 	if !s.progressReady.Load() {
-		compact := "compact"
-		if _, err := s.kafka.EnsureTopic(ctx, topic, 1, map[string]*string{"cleanup.policy": &compact}); err != nil {
+		if err := s.kafka.EnsureCompacted(ctx, topic, 1); err != nil {
 			return fmt.Errorf("progress topic %s: %w", topic, err)
 		}
 		s.progressReady.Store(true)
 	}
-	group := cfg.Group
-	cfg.TxnID = func(p int32) string { return group + "-" + strconv.Itoa(int(p)) }
+	cfg.ExactlyOnce = true
 	cfg.ProgressTopic = topic
 	cfg.Holder = s.instance
 	return nil

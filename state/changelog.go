@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -113,7 +114,7 @@ func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) err
 				continue
 			}
 			// The last range starting at or before the key.
-			j := sortSearch(len(byStart), func(x int) bool { return bytes.Compare(ops[byStart[x]].key, o.key) > 0 }) - 1
+			j := sort.Search(len(byStart), func(x int) bool { return bytes.Compare(ops[byStart[x]].key, o.key) > 0 }) - 1
 			first := -1
 			for ; j >= 0 && bytes.Compare(maxEnd[j], o.key) > 0; j-- {
 				ri := byStart[j]
@@ -152,20 +153,6 @@ func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) err
 		}
 	}
 	return nil
-}
-
-// sortSearch is sort.Search without importing sort for one call.
-func sortSearch(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if !f(m) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
 }
 
 // eachKeyIn calls fn for every stored key in [lo, hi).
@@ -286,15 +273,16 @@ func (b *Batch) PutChangelogPosition(p int32, next int64) error {
 
 // Restore applies changelog records to partition p's state of stream.
 type Restore struct {
-	s      *Store
-	stream string
-	p      int32
-	b      *pebble.Batch
+	s        *Store
+	stream   string
+	p        int32
+	prefixes [][]byte // scopePrefixes, checked on every record
+	b        *pebble.Batch
 }
 
 // NewRestore starts applying partition p's changelog of stream.
 func (s *Store) NewRestore(stream string, p int32) *Restore {
-	return &Restore{s: s, stream: stream, p: p, b: s.db.NewBatch()}
+	return &Restore{s: s, stream: stream, p: p, prefixes: scopePrefixes(stream, p), b: s.db.NewBatch()}
 }
 
 // Apply applies one changelog record (val as the topic holds it).
@@ -314,7 +302,11 @@ func (r *Restore) Apply(key, val []byte) error {
 
 // owns reports whether key lies in the partition's state.
 func (r *Restore) owns(key []byte) bool {
-	for _, pre := range scopePrefixes(r.stream, r.p) {
+	return hasAnyPrefix(key, r.prefixes)
+}
+
+func hasAnyPrefix(key []byte, prefixes [][]byte) bool {
+	for _, pre := range prefixes {
 		if bytes.HasPrefix(key, pre) {
 			return true
 		}
@@ -383,18 +375,9 @@ func (s *Store) noteWatched(pb *pebble.Batch) error {
 	}
 	return s.eachChange(pb, func(k, v []byte) error {
 		for _, w := range s.watches {
-			for _, pre := range w.prefixes {
-				if bytes.HasPrefix(k, pre) {
-					var val []byte
-					if v != nil {
-						val = bytes.Clone(v)
-						if val == nil {
-							val = []byte{}
-						}
-					}
-					w.changes = append(w.changes, Change{Key: bytes.Clone(k), Value: val})
-					break
-				}
+			if hasAnyPrefix(k, w.prefixes) {
+				// Clone keeps an empty value non-nil: not a deletion.
+				w.changes = append(w.changes, Change{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 			}
 		}
 		return nil
