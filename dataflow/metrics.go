@@ -28,6 +28,8 @@ type Metrics struct {
 	// changelog: records applied, and records left, per stage and partition.
 	RestoredRecords  *prometheus.CounterVec
 	RestoreRemaining *prometheus.GaugeVec
+	// StandbyRecords counts changelog records standby copies applied.
+	StandbyRecords *prometheus.CounterVec
 
 	// The repartition hop's family (seed: monitoring the hop), by hop
 	// (its internal topic) and internal partition: its output
@@ -107,7 +109,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.RestoreRemaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "turbine_changelog_restore_remaining_records", Help: "Changelog records a restoring task has yet to apply (0 once it runs).",
 	}, []string{"stream", "partition"})
-	reg.MustRegister(m.RestoredRecords, m.RestoreRemaining)
+	m.StandbyRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turbine_standby_applied_records_total", Help: "Changelog records applied to standby copies of partitions other processes run (--standby-replicas).",
+	}, []string{"stream"})
+	reg.MustRegister(m.RestoredRecords, m.RestoreRemaining, m.StandbyRecords)
 	m.RepRecordsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turbine_repartition_records_out_total", Help: "Records a repartition hop wrote, per internal partition: one dominant partition is a hot key.",
 	}, []string{"hop", "partition"})
@@ -138,6 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Forget(stream string) {
 	l := prometheus.Labels{"stream": stream}
 	m.RecordsIn.DeletePartialMatch(l)
+	m.StandbyRecords.DeletePartialMatch(l)
 	m.RecordsOut.DeletePartialMatch(l)
 	m.LateRows.DeletePartialMatch(l)
 	m.DecodeErrors.DeletePartialMatch(l)

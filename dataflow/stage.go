@@ -24,6 +24,9 @@ type Kafka interface {
 	NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, instance string, hooks kafkaio.GroupHooks) (Consumer, error)
 	// ReadPartition reads a partition to its current end, read_committed.
 	ReadPartition(ctx context.Context, topic string, p int32, from int64, fn func(*kafkaio.Record) error) (int64, error)
+	// GroupAssignment and NewPartitionFollower serve standby copies.
+	GroupAssignment(ctx context.Context, group, topic string) (kafkaio.Assignment, error)
+	NewPartitionFollower(topic string) (ChangelogFollower, error)
 	NewPending() Pending
 	// NewTxnProducer opens a task's transactional producer, fencing
 	// earlier holders of id; StableOffsets reads what the last committed
@@ -143,6 +146,9 @@ type StageConfig struct {
 	// member: a restart under the same name takes its partitions back at
 	// once). Empty: a dynamic member.
 	Node string
+	// Standbys is how many other processes keep a warm copy of each
+	// partition's state (standby.go); it needs Node.
+	Standbys int
 	// OnFail is called once, on its own goroutine, when the stage fails:
 	// an error that is a *TxnAborted can be cured by starting the stage
 	// again from its state.
@@ -157,6 +163,9 @@ type Stage struct {
 	log   *slog.Logger
 	peers *window.Peers
 	cons  Consumer
+	// standby keeps warm copies of partitions other processes run (nil:
+	// none).
+	standby *standbys
 
 	tmu   sync.RWMutex
 	tasks map[int32]*task
@@ -201,6 +210,11 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s.loops.Add(2)
 	go func() { defer s.loops.Done(); s.poll(s.runCtx) }()
 	go func() { defer s.loops.Done(); s.watch(s.runCtx) }()
+	if cfg.Standbys > 0 && cfg.Node != "" {
+		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
+		s.loops.Add(1)
+		go func() { defer s.loops.Done(); s.standby.run(s.runCtx) }()
+	}
 	// The first assignment opens this process's tasks: wait for it, so a
 	// task that cannot open fails the start, and a FLUSH right after
 	// finds the tasks there.
@@ -255,8 +269,10 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 		if s.task(p) != nil {
 			continue
 		}
+		s.standby.claim(p)
 		t, err := s.fenceTask(ctx, p)
 		if err != nil {
+			s.standby.release(p)
 			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, p, err))
 			continue
 		}
@@ -272,6 +288,7 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 	if err != nil {
 		for _, t := range fresh {
 			t.closeProducers()
+			s.standby.release(t.p)
 		}
 		s.openFailed(fmt.Errorf("start %s: %w", s.cfg.Name, err))
 		return at
@@ -279,6 +296,7 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 	for _, t := range fresh {
 		if err := s.openTask(ctx, t, pos); err != nil {
 			t.closeProducers()
+			s.standby.release(t.p)
 			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, t.p, err))
 			continue
 		}
@@ -370,6 +388,7 @@ func (s *Stage) closeTasks(parts []int32, commit bool) {
 	}
 	for _, t := range closing {
 		<-t.done
+		s.standby.release(t.p)
 		s.mu.Lock()
 		delete(s.wms, t.p)
 		delete(s.stalls, t.p)
@@ -708,46 +727,70 @@ var ErrTopicGone = errors.New("input topic no longer exists")
 // ErrStopped answers a FLUSH sent to a stage that stopped.
 var ErrStopped = errors.New("stopped")
 
-// Flush returns once every task has read its partition up to targets,
-// closed what that closes (a FLUSH reads partitions to their end: they
-// are idle) and committed. Every task reaches its target before any
-// closes, so each closes on its peers' final watermarks.
-func (s *Stage) Flush(ctx context.Context, targets map[int32]int64) error {
+// FlushPhase runs one phase of a FLUSH over the tasks this process owns.
+// Reach (close false): each task reads its partition up to targets[p] and
+// shares its own watermark. Close: each closes what a FLUSH that read its
+// partition there closes (it is idle at its end) and commits. A FLUSH runs
+// reach on every task of the stage, on every process, before close on
+// any, so each closes on its peers' final watermarks.
+//
+// It returns the partitions it ran on. A task handed to another process
+// meanwhile (a rebalance) is left out, not a failure: the process that runs
+// it now answers for it, so the caller checks which partitions were
+// covered.
+func (s *Stage) FlushPhase(ctx context.Context, targets map[int32]int64, close bool) ([]int32, error) {
 	// While the group reassigns, the tasks to flush are not known yet.
 	select {
 	case <-s.assignment():
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	if err := s.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	for _, phase := range []bool{false, true} {
-		var reqs []*flushReq
-		for _, t := range s.ownTasks() {
-			r := &flushReq{close: phase, target: targets[t.p], done: make(chan error, 1)}
-			select {
-			case t.reqs <- r:
-			case <-t.done:
-				return fmt.Errorf("%s: %w", s.cfg.Name, ErrStopped)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			reqs = append(reqs, r)
-		}
-		for _, r := range reqs {
-			select {
-			case err := <-r.done:
-				if err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+	type sent struct {
+		p int32
+		r *flushReq
+	}
+	var reqs []sent
+	for _, t := range s.ownTasks() {
+		r := &flushReq{close: close, target: targets[t.p], done: make(chan error, 1)}
+		select {
+		case t.reqs <- r:
+			reqs = append(reqs, sent{t.p, r})
+		case <-t.done: // handed over, or the stage stops
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
-	return nil
+	var covered []int32
+	for _, q := range reqs {
+		select {
+		case err := <-q.r.done:
+			switch {
+			case errors.Is(err, errTaskClosed):
+			case err != nil:
+				return nil, err
+			default:
+				covered = append(covered, q.p)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if s.runCtx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrStopped)
+	}
+	slices.Sort(covered)
+	return covered, nil
 }
+
+// InputPartitions is how many partitions of its topic the stage was
+// started on (its tasks across every process).
+func (s *Stage) InputPartitions() int { return s.cfg.Partitions }
 
 // Topic is the topic the stage reads.
 func (s *Stage) Topic() string { return s.cfg.Topic }

@@ -78,6 +78,10 @@ const commitTimeout = 30 * time.Second
 // errBroken refuses a commit after one that failed half-way (task.broken).
 var errBroken = errors.New("an earlier commit failed after the operators handed over their changes; the stream must restart from its state")
 
+// errTaskClosed answers a FLUSH request to a task that closed before it
+// could answer (handed over, or its stage stopped).
+var errTaskClosed = errors.New("task closed")
+
 // flushReq asks a task to reach target (phase reach), or to close what a
 // FLUSH that read it to target closes and commit (phase close).
 type flushReq struct {
@@ -126,7 +130,7 @@ func (t *task) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			for _, r := range pending {
-				r.done <- errors.New("stream stopped")
+				r.done <- errTaskClosed
 			}
 			if t.uncommitted && t.st.Err() == nil && !t.broken && !t.noFinal.Load() {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -216,6 +220,9 @@ func (t *task) answer(ctx context.Context, pending []*flushReq) []*flushReq {
 			continue
 		}
 		if !r.close {
+			// Processes running the input's other partitions close
+			// on this watermark: it goes out before the answer.
+			t.shareWatermark()
 			r.done <- nil
 			continue
 		}
@@ -470,12 +477,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	}
 	t.broken = false
 	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
-	if b := t.st.deps.Watermarks; b != nil {
-		if own, ok := t.part.Own(); ok && (!t.sharedOK || own > t.shared) {
-			b.Publish(t.st.cfg.Group, t.p, own)
-			t.shared, t.sharedOK = own, true
-		}
-	}
+	t.shareWatermark()
 	t.st.noteWatermark(t.p, wm)
 	if t.stalled != nil {
 		t.env.Log.Info("resumed: the state's disk has room again", "partition", t.p)
@@ -483,4 +485,17 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		t.st.noteStall(t.p, nil)
 	}
 	return nil
+}
+
+// shareWatermark publishes the partition's own watermark to the app's
+// other processes when it rose since last shared (Deps.Watermarks).
+func (t *task) shareWatermark() {
+	b := t.st.deps.Watermarks
+	if b == nil {
+		return
+	}
+	if own, ok := t.part.Own(); ok && (!t.sharedOK || own > t.shared) {
+		b.Publish(t.st.cfg.Group, t.p, own)
+		t.shared, t.sharedOK = own, true
+	}
 }

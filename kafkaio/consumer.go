@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -307,23 +308,39 @@ func (k *Client) ReadPartition(ctx context.Context, topic string, p int32, from 
 // group: the member's instance id (static members), else its client id.
 // A partition no member holds (the group rebalancing, or empty) is absent.
 func (k *Client) GroupOwners(ctx context.Context, group, topic string) (map[int32]string, error) {
+	a, err := k.GroupAssignment(ctx, group, topic)
+	return a.Owners, err
+}
+
+// Assignment is a consumer group's members and who holds each partition
+// of one topic (see GroupOwners).
+type Assignment struct {
+	Members []string // sorted
+	Owners  map[int32]string
+}
+
+// GroupAssignment describes consumer group group: its members (instance
+// ids of static members, else client ids) and who holds each partition of
+// topic.
+func (k *Client) GroupAssignment(ctx context.Context, group, topic string) (Assignment, error) {
+	out := Assignment{Owners: map[int32]string{}}
 	groups, err := k.adm.DescribeGroups(ctx, group)
 	if err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", group, err)
+		return out, fmt.Errorf("describe group %s: %w", group, err)
 	}
-	out := map[int32]string{}
 	g, ok := groups[group]
 	if !ok {
 		return out, nil
 	}
 	if g.Err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", group, g.Err)
+		return out, fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
 	for _, m := range g.Members {
 		who := m.ClientID
 		if m.InstanceID != nil && *m.InstanceID != "" {
 			who = *m.InstanceID
 		}
+		out.Members = append(out.Members, who)
 		ca, ok := m.Assigned.AsConsumer()
 		if !ok {
 			continue
@@ -333,9 +350,10 @@ func (k *Client) GroupOwners(ctx context.Context, group, topic string) (map[int3
 				continue
 			}
 			for _, p := range t.Partitions {
-				out[p] = who
+				out.Owners[p] = who
 			}
 		}
 	}
+	slices.Sort(out.Members)
 	return out, nil
 }

@@ -98,9 +98,9 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 		for rows.Next() {
 			var stage, group string
 			var p int64
-			var node *string
+			var node, standbys *string
 			var local bool
-			if err := rows.Scan(&stage, &p, &node, &local, &group); err != nil {
+			if err := rows.Scan(&stage, &p, &node, &local, &group, &standbys); err != nil {
 				t.Fatal(err)
 			}
 			if node == nil {

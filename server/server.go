@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/turbinesql/turbinesql/barrier"
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
@@ -84,6 +85,10 @@ type Config struct {
 	// SessionTimeout is how long the stages' consumer groups keep a silent
 	// process's partitions before moving them (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
+	// StandbyReplicas is how many other processes keep a warm copy of each
+	// task's state (dataflow/standby.go), so a failover restores only the
+	// last few changelog records. 0: none.
+	StandbyReplicas int
 	// MetadataInterval is how often a stream looks for partitions added to
 	// its input (0: every 5 s).
 	MetadataInterval time.Duration
@@ -146,6 +151,15 @@ type Server struct {
 	// nodeID names this process among the app's (node.go): its member id
 	// in every stage's consumer group.
 	nodeID string
+	// FLUSH across the app's processes (flush.go): flushSeq numbers the
+	// FLUSHes this process coordinates, flushAcks routes their
+	// acknowledgements, flushFollowing is closed once the flush topic is
+	// followed.
+	flushSeq       atomic.Int64
+	flushAcks      barrier.Board
+	flushFollowing chan struct{}
+	// wmRead is the next offset of the watermarks topic to read.
+	wmRead atomic.Int64
 	// watermarks shares the tasks' own watermarks with the app's other
 	// processes (watermarks.go).
 	watermarks *watermarkBoard
@@ -204,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
+	s := &Server{cfg: cfg, flushFollowing: make(chan struct{}), log: cfg.Logger, reg: reg, metrics: dataflow.NewMetrics(reg), streams: map[string]*stream{}, dlqParts: map[string]int{}, clock: cfg.Clock,
 		hops: map[string]*sharedHop{}, sourceStats: map[string]*sourceStats{}, failed: map[string]failedObject{},
 		letters: dataflow.NewDeadLetters(), instance: rand.Uint64()>>1 + 1}
 	switch mb := cfg.StateCacheMB; {
@@ -306,6 +320,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	go s.watchBroker(bg)
 	go s.followWatermarks(bg)
+	go s.followFlushes(bg)
 
 	s.pg = pgwire.NewServer(&backend{srv: s}, append(pgOpts, pgwire.WithLogger(s.log), pgwire.WithMessageTimeout(cfg.MessageTimeout))...)
 	if s.pgLn, err = net.Listen("tcp", cfg.PGAddr); err != nil {
@@ -331,6 +346,9 @@ func (s *Server) boot(ctx context.Context) error {
 		return err
 	}
 	if err := s.kafka.EnsureCompacted(ctx, s.watermarkTopic(), 1); err != nil {
+		return err
+	}
+	if _, err := s.kafka.EnsureTopic(ctx, s.flushTopic(), 1, flushTopicConfig); err != nil {
 		return err
 	}
 	if err := s.replayCatalog(ctx, s.clog); err != nil {

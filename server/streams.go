@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -146,7 +143,7 @@ func (s *Server) startStage(ctx context.Context, cfg dataflow.StageConfig) (*dat
 	if err := s.kafka.EnsureCompacted(ctx, cfg.Changelog, cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("changelog of %s: %w", cfg.Name, err)
 	}
-	cfg.SessionTimeout, cfg.Node = s.cfg.SessionTimeout, s.nodeID
+	cfg.SessionTimeout, cfg.Node, cfg.Standbys = s.cfg.SessionTimeout, s.nodeID, s.cfg.StandbyReplicas
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
@@ -180,6 +177,10 @@ func (k runtimeKafka) NewGroupConsumer(group, topic string, maxPoll int, session
 }
 
 func (k runtimeKafka) NewPending() dataflow.Pending { return k.Client.NewPending() }
+
+func (k runtimeKafka) NewPartitionFollower(topic string) (dataflow.ChangelogFollower, error) {
+	return k.Client.NewPartitionFollower(topic)
+}
 
 func (k runtimeKafka) NewTxnProducer(ctx context.Context, id string) (dataflow.TxnProducer, error) {
 	return k.Client.NewTxnProducer(ctx, id, dataflow.TxnTimeout)
@@ -515,94 +516,4 @@ func (s *Server) restartAfterResize(name string) {
 	if err := s.restartStream(ctx, name); err != nil {
 		s.log.Error("stream cannot run on its input's new partition count", "stream", name, "err", err)
 	}
-}
-
-// flushStages runs FLUSH: the hops first (what they write is the input of
-// the streams behind them), then each stream's stages. A failed stream is
-// returned in failed, and the others still complete.
-func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err error) {
-	var prev map[string]map[int32]int64
-	failed = map[string]error{}
-	for round := 0; round < 20; round++ {
-		s.mu.Lock()
-		var hops []*sharedHop
-		for _, h := range s.hops {
-			hops = append(hops, h)
-		}
-		var streams []*stream
-		for _, r := range s.streams {
-			streams = append(streams, r)
-		}
-		s.mu.Unlock()
-		ends := map[string]map[int32]int64{}
-		flush := func(st *dataflow.Stage) error {
-			e, ok := ends[st.Topic()]
-			if !ok {
-				var err error
-				if e, err = s.kafka.EndOffsets(ctx, st.Topic()); err != nil {
-					return err
-				}
-				ends[st.Topic()] = e
-			}
-			return st.Flush(ctx, e)
-		}
-		hopErr := map[string]error{}
-		for _, h := range hops {
-			if err := flush(h.stage); err != nil {
-				hopErr[h.topic] = err
-			}
-		}
-		for _, r := range streams {
-			name := r.def.Name
-			switch {
-			case failed[name] != nil:
-			case r.err != nil:
-				failed[name] = r.err
-			case r.hop != nil && hopErr[r.hop.topic] != nil:
-				failed[name] = fmt.Errorf("repartition hop %s: %w", r.hop.topic, hopErr[r.hop.topic])
-			case r.pre != nil:
-				if err := flush(r.pre); err != nil {
-					failed[name] = err
-				}
-			}
-		}
-		for _, r := range streams {
-			if r.final == nil || failed[r.def.Name] != nil {
-				continue
-			}
-			if err := flush(r.final); err != nil {
-				failed[r.def.Name] = err
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if sameEnds(prev, ends) {
-			break
-		}
-		prev = ends
-	}
-	return failed, nil
-}
-
-// flushFailures reports the streams a FLUSH could not complete (nil: none).
-func flushFailures(failed map[string]error) error {
-	if len(failed) == 0 {
-		return nil
-	}
-	var parts []string
-	var errs []error
-	for name, err := range failed {
-		parts = append(parts, fmt.Sprintf("stream %s failed: %v", name, err))
-		errs = append(errs, err)
-	}
-	sort.Strings(parts)
-	code := sql.CodeObjectInUse
-	for _, err := range errs {
-		if errors.Is(err, state.ErrDiskFull) {
-			code = "53100" // disk_full
-		}
-	}
-	return &sql.Error{Code: code, Message: "FLUSH: " + strings.Join(parts, "; "),
-		HintMsg: "every other stream was flushed; fix the cause (or set on_error on the source), then ALTER STREAM <name> RESTART", Err: errors.Join(errs...)}
 }

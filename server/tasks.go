@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -10,7 +11,7 @@ import (
 	"github.com/turbinesql/turbinesql/sql"
 )
 
-var showTasksCols = []string{"stage", "partition", "node", "on_this_node", "consumer_group"}
+var showTasksCols = []string{"stage", "partition", "node", "on_this_node", "consumer_group", "standby_nodes"}
 
 func showTasksColumns() []pgwire.Column {
 	cols := textColumns(showTasksCols...)
@@ -66,16 +67,19 @@ func (s *Server) showTasks(ctx context.Context, st *sql.ShowTasks) (*pgwire.Resu
 		if err != nil {
 			return nil, err
 		}
-		owners, err := s.kafka.GroupOwners(kctx, sg.st.Group(), sg.st.Topic())
+		a, err := s.kafka.GroupAssignment(kctx, sg.st.Group(), sg.st.Topic())
 		if err != nil {
 			return nil, err
 		}
 		for p := int32(0); p < int32(n); p++ {
-			var node any
-			if o, ok := owners[p]; ok {
+			var node, standbys any
+			if o, ok := a.Owners[p]; ok {
 				node = o
+				// Every process derives the copies' places from the
+				// group alike (dataflow.StandbysOf).
+				standbys = strings.Join(dataflow.StandbysOf(a.Members, o, s.cfg.StandbyReplicas), ",")
 			}
-			res.Rows = append(res.Rows, []any{sg.label, int64(p), node, node == any(s.nodeID), sg.st.Group()})
+			res.Rows = append(res.Rows, []any{sg.label, int64(p), node, node == any(s.nodeID), sg.st.Group(), standbys})
 		}
 	}
 	return res, nil

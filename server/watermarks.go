@@ -54,12 +54,15 @@ func (s *Server) followWatermarksOnce(ctx context.Context) error {
 	}
 	defer tail.Close()
 	for {
-		recs, _, err := tail.Poll(ctx)
+		recs, next, err := tail.Poll(ctx)
 		if err != nil {
 			return err
 		}
 		for _, r := range recs {
 			s.notePeer(string(r.Key), string(r.Value))
+		}
+		if n, ok := next[0]; ok {
+			s.wmRead.Store(n)
 		}
 	}
 }

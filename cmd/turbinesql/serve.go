@@ -40,7 +40,7 @@ type serveFlags struct {
 	auth, passwordFile, tlsCert, tlsKey           string
 	tlsRequired                                   bool
 	commitEvery, transitionWindow, session        time.Duration
-	stateCacheMB                                  int
+	stateCacheMB, standbys                        int
 	replicationFactor, minInsync                  int
 	statementTimeout                              timeoutFlag
 	saslMech, saslUser, saslPassFile              string
@@ -65,6 +65,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.nodeID, "node-id", "", "this process's name among the processes of its app (each needs its own); empty: one made up at the first start and kept in the data dir")
 	fs.DurationVar(&f.session, "session-timeout", server.DefaultSessionTimeout,
 		"how long the processes of an app wait for a silent one before its partitions move to the others (Kafka consumer-group session timeout)")
+	fs.IntVar(&f.standbys, "standby-replicas", 0,
+		"how many other processes of the app keep a warm copy of each task's state, so a failover restores only what the copy had not applied yet (Kafka Streams' num.standby.replicas)")
 	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
 		"after an input's partition count changes, how long producers get to place records under the new count before one placed under the old count counts as misplaced (keyed streams; see SHOW PARTITIONS)")
 	fs.IntVar(&f.stateCacheMB, "state-cache-mb", server.DefaultStateCacheMB,
@@ -204,6 +206,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:   f.commitEvery,
 		SessionTimeout:   f.session,
+		StandbyReplicas:  f.standbys,
 		NodeID:           f.nodeID,
 		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,

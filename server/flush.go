@@ -1,0 +1,484 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/turbinesql/turbinesql/barrier"
+	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// FLUSH returns once every task of every running stream, on every process
+// of the app, has processed everything written to its input before the
+// call, closed the windows that closes, and committed. The processes share
+// the tasks through consumer groups, so FLUSH is a barrier through Kafka
+// (package barrier): this process cuts it into steps, runs each over its
+// own tasks first, and when that does not cover every partition (other
+// processes own some), sends the step on turbine-{app-id}-flush and waits
+// for the acknowledgements of the others. One process alone never writes
+// to that topic.
+
+// flushTopic carries FLUSH steps and their acknowledgements.
+func (s *Server) flushTopic() string { return "turbine-" + s.cfg.AppID + "-flush" }
+
+// flushTopicConfig: the records matter only while their FLUSH runs.
+var flushTopicConfig = map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": ptr("3600000")}
+
+func ptr(s string) *string { return &s }
+
+const (
+	// flushStepTimeout bounds one step: the processes that own the tasks
+	// have that long to answer (a rebalance under way included).
+	flushStepTimeout = time.Minute
+	// flushResend is how long a step waits for acknowledgements before it
+	// is sent again (a process that rejoined missed it, or a task moved).
+	flushResend = 2 * time.Second
+	// flushRecoveries is how many self-restarts of failed exactly-once
+	// streams one FLUSH waits for.
+	flushRecoveries = 3
+)
+
+// flush runs FLUSH. An exactly-once stream whose transaction Kafka did not
+// take restarts by itself (recover.go): FLUSH waits for that restart and
+// flushes again, rather than report a failure that mends itself within
+// seconds.
+func (s *Server) flush(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		failed, err := s.flushStages(ctx)
+		if err != nil || len(failed) == 0 {
+			return err
+		}
+		if attempt == flushRecoveries || !allAborted(failed) {
+			return flushFailures(failed)
+		}
+		if err := s.awaitRestart(ctx, failed); err != nil {
+			return err
+		}
+	}
+}
+
+// flushStage is a stage a FLUSH runs, with the streams it serves.
+type flushStage struct {
+	stage   *dataflow.Stage
+	streams []string
+	// behindHop: it reads a hop's internal topic, so it runs after the
+	// stages that read the sources.
+	behindHop bool
+}
+
+// flushStagesNow lists the running stages: the hops', then each stream's.
+// Streams that could not start are returned in failed.
+func (s *Server) flushStagesNow() (stages []flushStage, failed map[string]error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	failed = map[string]error{}
+	byHop := map[*sharedHop][]string{}
+	var names []string
+	for name, r := range s.streams {
+		names = append(names, name)
+		if r.hop != nil {
+			byHop[r.hop] = append(byHop[r.hop], name)
+		}
+	}
+	sort.Strings(names)
+	var topics []string
+	for topic := range s.hops {
+		topics = append(topics, topic)
+	}
+	sort.Strings(topics)
+	for _, topic := range topics {
+		if h := s.hops[topic]; h.stage != nil {
+			stages = append(stages, flushStage{stage: h.stage, streams: byHop[h]})
+		}
+	}
+	for _, name := range names {
+		r := s.streams[name]
+		if r.err != nil {
+			failed[name] = r.err
+		}
+		if r.pre != nil {
+			stages = append(stages, flushStage{stage: r.pre, streams: []string{name}})
+		}
+		if r.final != nil {
+			stages = append(stages, flushStage{stage: r.final, streams: []string{name}, behindHop: r.hop != nil || r.pre != nil})
+		}
+	}
+	return stages, failed
+}
+
+// flushStages runs one FLUSH over every process: the stages that read the
+// sources, then those behind hops, each in two steps (reach, then close).
+// Streams feeding streams need rounds: it repeats until a round finds no
+// input moved. A failed stream is returned in failed, and the others still
+// complete.
+func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err error) {
+	f := &clusterFlush{s: s, id: s.nodeID + "-" + strconv.FormatInt(s.flushSeq.Add(1), 10), failed: map[string]error{}}
+	defer f.close()
+	var prev map[string]map[int32]int64
+	for round := 0; round < 20; round++ {
+		stages, _ := s.flushStagesNow()
+		all := map[string]map[int32]int64{}
+		for _, behind := range []bool{false, true} {
+			var level []flushStage
+			for _, st := range stages {
+				if st.behindHop == behind {
+					level = append(level, st)
+				}
+			}
+			ends, want := f.targets(ctx, level)
+			if len(ends) == 0 {
+				continue
+			}
+			for _, closing := range []bool{false, true} {
+				if err := f.step(ctx, ends, want, closing); err != nil {
+					return nil, err
+				}
+			}
+			for t, e := range ends {
+				all[t] = e
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if sameEnds(prev, all) {
+			break
+		}
+		prev = all
+	}
+	return f.failed, nil
+}
+
+// clusterFlush is one FLUSH this process coordinates.
+type clusterFlush struct {
+	s      *Server
+	id     string
+	index  int
+	failed map[string]error
+	inbox  *barrier.Inbox
+	unsub  func()
+}
+
+func (f *clusterFlush) close() {
+	if f.unsub != nil {
+		f.unsub()
+	}
+}
+
+func (f *clusterFlush) fail(name string, err error) {
+	if _, ok := f.failed[name]; !ok {
+		f.failed[name] = err
+	}
+}
+
+// targets reads the end offsets of the topics a level's stages read, and
+// what a step over them must cover. A stage whose topic cannot be read
+// fails its streams.
+func (f *clusterFlush) targets(ctx context.Context, level []flushStage) (map[string]map[int32]int64, map[string]barrier.Stage) {
+	ends := map[string]map[int32]int64{}
+	want := map[string]barrier.Stage{}
+	for _, st := range level {
+		topic := st.stage.Topic()
+		e, ok := ends[topic]
+		if !ok {
+			var err error
+			if e, err = f.s.kafka.EndOffsets(ctx, topic); err != nil {
+				for _, name := range st.streams {
+					f.fail(name, err)
+				}
+				continue
+			}
+			ends[topic] = e
+		}
+		want[st.stage.Group()] = barrier.Stage{Partitions: st.stage.InputPartitions(), Streams: st.streams}
+	}
+	return ends, want
+}
+
+// step runs one step: here first; then, unless that covered every
+// partition, on every process through the flush topic, until their
+// acknowledgements do.
+func (f *clusterFlush) step(ctx context.Context, ends map[string]map[int32]int64, want map[string]barrier.Stage, closing bool) error {
+	st := barrier.Step{Flush: f.id, Index: f.index, Close: closing, Targets: ends}
+	f.index++
+	cov := barrier.NewCoverage(want)
+	ack, local := f.s.runStep(ctx, st)
+	cov.Add(ack)
+	deadline := time.Now().Add(flushStepTimeout)
+	for !cov.Settled() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			missing := cov.Missing()
+			return &sql.Error{Code: sql.CodeObjectInUse,
+				Message: fmt.Sprintf("FLUSH: no process of app %s ran %s within %s", f.s.cfg.AppID, barrier.Summary(missing), flushStepTimeout),
+				HintMsg: "SHOW TASKS <stream> shows which process holds each partition; a process that just joined or left may still be rebalancing"}
+		}
+		if err := f.send(ctx, st); err != nil {
+			return err
+		}
+		st.Attempt++
+		resend := time.After(flushResend)
+	wait:
+		for !cov.Settled() {
+			select {
+			case <-f.inbox.Ready():
+				for _, a := range f.inbox.Take(st.Index) {
+					cov.Add(a)
+				}
+			case <-resend:
+				break wait
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	for name, why := range cov.Failed() {
+		if err, ok := local[name]; ok {
+			f.fail(name, err)
+		} else {
+			f.fail(name, &remoteFailure{msg: why.Msg, aborted: why.Aborted})
+		}
+	}
+	return nil
+}
+
+// send writes step st to the flush topic, subscribing to its answers first.
+func (f *clusterFlush) send(ctx context.Context, st barrier.Step) error {
+	if f.inbox == nil {
+		select {
+		case <-f.s.flushFollowing:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("FLUSH: cannot read %s", f.s.flushTopic())
+		}
+		f.inbox, f.unsub = f.s.flushAcks.Subscribe(f.id)
+	}
+	rec := &kafkaio.Record{Topic: f.s.flushTopic(), Partition: 0, Key: []byte(f.id), Value: barrier.EncodeStep(st)}
+	if err := f.s.kafka.ProduceSync(ctx, []*kafkaio.Record{rec}); err != nil {
+		return fmt.Errorf("FLUSH: send a step to the app's other processes: %w", err)
+	}
+	return nil
+}
+
+// remoteFailure is a stream's failure on another process.
+type remoteFailure struct {
+	msg     string
+	aborted bool
+}
+
+func (e *remoteFailure) Error() string { return e.msg + " (on another process)" }
+
+// runStep runs a FLUSH step over the tasks this process owns. The
+// acknowledgement says which partitions of which stages it covered; local
+// holds the failures with their errors (the acknowledgement only has
+// their text).
+func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack, local map[string]error) {
+	ack = barrier.Ack{Flush: st.Flush, Index: st.Index, Node: s.nodeID, Covered: map[string][]int32{}, Failed: map[string]string{}}
+	if st.Close {
+		// Idle partitions close on their peers' watermarks: those the
+		// other processes shared in the reach step must be read first.
+		s.awaitWatermarks(ctx)
+	}
+	stages, local := s.flushStagesNow()
+	for _, fs := range stages {
+		targets, ok := st.Targets[fs.stage.Topic()]
+		if !ok {
+			continue
+		}
+		covered, err := fs.stage.FlushPhase(ctx, targets, st.Close)
+		if err != nil {
+			for _, name := range fs.streams {
+				if _, ok := local[name]; !ok {
+					local[name] = err
+				}
+			}
+			continue
+		}
+		ack.Covered[fs.stage.Group()] = covered
+	}
+	for name, err := range local {
+		ack.Failed[name] = err.Error()
+		var aborted *dataflow.TxnAborted
+		if errors.As(err, &aborted) {
+			ack.Aborted = append(ack.Aborted, name)
+		}
+	}
+	if !st.Close {
+		// The reach step shared each task's own watermark: it must be in
+		// Kafka before the acknowledgement says so.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := s.watermarks.out.Flush(wctx); err != nil {
+			s.log.Debug("sharing watermarks for a FLUSH", "err", err)
+		}
+		cancel()
+	}
+	return ack, local
+}
+
+// answerStep runs a step another process (or this one, for its own
+// coordination) sent, and acknowledges it.
+func (s *Server) answerStep(ctx context.Context, st barrier.Step) {
+	ctx, cancel := context.WithTimeout(ctx, flushStepTimeout)
+	defer cancel()
+	ack, _ := s.runStep(ctx, st)
+	if ctx.Err() != nil {
+		return // stopping: the coordinator sends it again to whoever runs the tasks now
+	}
+	rec := &kafkaio.Record{Topic: s.flushTopic(), Partition: 0, Key: []byte(st.Flush), Value: barrier.EncodeAck(ack)}
+	if err := s.kafka.ProduceSync(ctx, []*kafkaio.Record{rec}); err != nil {
+		s.log.Warn("cannot acknowledge a FLUSH step; its coordinator sends it again", "flush", st.Flush, "err", err)
+	}
+}
+
+// followFlushes reads the flush topic from its end: steps are run and
+// acknowledged, acknowledgements go to the FLUSHes this process
+// coordinates. Kafka out of reach, it tries again.
+func (s *Server) followFlushes(ctx context.Context) {
+	var ready sync.Once
+	for ctx.Err() == nil {
+		err := s.followFlushesOnce(ctx, func() { ready.Do(func() { close(s.flushFollowing) }) })
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("following the flush topic", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (s *Server) followFlushesOnce(ctx context.Context, following func()) error {
+	tail, _, err := s.kafka.NewTail(ctx, s.flushTopic(), kafkaio.TailFromEnd)
+	if err != nil {
+		return err
+	}
+	defer tail.Close()
+	following()
+	for {
+		recs, _, err := tail.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			step, ack, err := barrier.Decode(r.Value)
+			switch {
+			case err != nil:
+				s.log.Debug("skipping a flush topic record", "offset", r.Offset, "err", err)
+			case step != nil:
+				go s.answerStep(ctx, *step)
+			case ack != nil:
+				s.flushAcks.Deliver(*ack)
+			}
+		}
+	}
+}
+
+// awaitWatermarks waits (briefly) until this process has read every
+// watermark other processes shared before now.
+func (s *Server) awaitWatermarks(ctx context.Context) {
+	ends, err := s.kafka.EndOffsets(ctx, s.watermarkTopic())
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.wmRead.Load() < ends[0] && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// allAborted reports whether every failure is an exactly-once commit
+// Kafka did not take (the stream restarts by itself).
+func allAborted(failed map[string]error) bool {
+	for _, err := range failed {
+		var aborted *dataflow.TxnAborted
+		var remote *remoteFailure
+		switch {
+		case errors.As(err, &aborted):
+		case errors.As(err, &remote) && remote.aborted:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// awaitRestart waits until every stream in failed runs again (or is gone),
+// at most as long as recover.go's longest back-off.
+func (s *Server) awaitRestart(ctx context.Context, failed map[string]error) error {
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		running := true
+		s.mu.Lock()
+		for name, err := range failed {
+			var remote *remoteFailure
+			if errors.As(err, &remote) {
+				continue // it restarts on its process: the next round sees
+			}
+			if r, ok := s.streams[name]; ok && r.failing() { // a failed hop in front included
+				running = false
+			}
+		}
+		s.mu.Unlock()
+		if running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func sameEnds(a, b map[string]map[int32]int64) bool {
+	if a == nil || len(a) != len(b) {
+		return a != nil && len(a) == 0 && len(b) == 0
+	}
+	for t, pa := range a {
+		pb, ok := b[t]
+		if !ok || len(pa) != len(pb) {
+			return false
+		}
+		for p, o := range pa {
+			if pb[p] != o {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// flushFailures reports the streams a FLUSH could not complete (nil: none).
+func flushFailures(failed map[string]error) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	var parts []string
+	var errs []error
+	for name, err := range failed {
+		parts = append(parts, fmt.Sprintf("stream %s failed: %v", name, err))
+		errs = append(errs, err)
+	}
+	sort.Strings(parts)
+	code := sql.CodeObjectInUse
+	for _, err := range errs {
+		if errors.Is(err, state.ErrDiskFull) {
+			code = "53100" // disk_full
+		}
+	}
+	return &sql.Error{Code: code, Message: "FLUSH: " + strings.Join(parts, "; "),
+		HintMsg: "every other stream was flushed; fix the cause (or set on_error on the source), then ALTER STREAM <name> RESTART", Err: errors.Join(errs...)}
+}
