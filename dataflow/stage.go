@@ -198,6 +198,10 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
 		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Standbys > 0 && cfg.Node != "" {
+		// Before joining: the first assignment claims its partitions.
+		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
+	}
 	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, cfg.Node, kafkaio.GroupHooks{
 		Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
 	if err != nil {
@@ -210,8 +214,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s.loops.Add(2)
 	go func() { defer s.loops.Done(); s.poll(s.runCtx) }()
 	go func() { defer s.loops.Done(); s.watch(s.runCtx) }()
-	if cfg.Standbys > 0 && cfg.Node != "" {
-		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
+	if s.standby != nil {
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); s.standby.run(s.runCtx) }()
 	}
