@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/bench/harness"
@@ -68,7 +67,7 @@ func run(events, keys, parts, rate int, live time.Duration, rounds int) error {
 		return err
 	}
 	defer stop()
-	if err := produceBacklog(ctx, broker, events, keys, parts); err != nil {
+	if err := harness.ProduceBacklog(ctx, broker, "ev", events, keys, parts); err != nil {
 		return err
 	}
 	configs := []config{
@@ -134,39 +133,6 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// produceBacklog writes the throughput phase's events to topic ev.
-func produceBacklog(ctx context.Context, broker string, events, keys, parts int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(200_000))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := createTopic(ctx, cl, "ev", parts); err != nil {
-		return err
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	span := int64(100_000) // 100 s of event time
-	for i := 0; i < events; i++ {
-		k := "user-" + strconv.Itoa(rng.IntN(keys))
-		ts := base + int64(i)*span/int64(events)
-		v := []byte(`{"k":"` + k + `","ts":` + strconv.FormatInt(ts, 10) + `}`)
-		cl.Produce(ctx, &kgo.Record{Topic: "ev", Key: []byte(k), Value: v, Partition: state.PartitionFor([]byte(k), parts)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				panic(err)
-			}
-		})
-	}
-	return cl.Flush(ctx)
-}
-
-func createTopic(ctx context.Context, cl *kgo.Client, topic string, parts int) error {
-	// A produce that creates the topic would pick the broker's default count.
-	_, err := kadm.NewClient(cl).CreateTopic(ctx, int32(parts), 1, nil, topic)
-	return err
 }
 
 // startServer runs a server of configuration c with its own data dir and

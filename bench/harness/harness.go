@@ -7,16 +7,24 @@ package harness
 import (
 	"bufio"
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/turbinesql/turbinesql/state"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const childFlag = "-broker-child"
@@ -104,4 +112,43 @@ func PeakRSSMB() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
+
+// ProduceBacklog writes the W2 workload's events to topic (created with
+// parts partitions): keys user-0 .. user-{keys-1} drawn at random (seeded),
+// each placed by murmur2, event time spread evenly over 100 s, JSON
+// {"k":..., "ts": epoch ms}.
+func ProduceBacklog(ctx context.Context, broker, topic string, events, keys, parts int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(200_000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := createTopic(ctx, cl, topic, parts); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	span := int64(100_000) // 100 s of event time
+	for i := 0; i < events; i++ {
+		k := "user-" + strconv.Itoa(rng.IntN(keys))
+		ts := base + int64(i)*span/int64(events)
+		v := []byte(`{"k":"` + k + `","ts":` + strconv.FormatInt(ts, 10) + `}`)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: v, Partition: state.PartitionFor([]byte(k), parts)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				panic(err)
+			}
+		})
+	}
+	return cl.Flush(ctx)
+}
+
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, parts int) error {
+	// A produce that creates the topic would pick the broker's default count.
+	_, err := kadm.NewClient(cl).CreateTopic(ctx, int32(parts), 1, nil, topic)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil // written to again (bench/scale declares on it empty first)
+	}
+	return err
 }
