@@ -25,8 +25,9 @@ import (
 
 // Step asks every process to run one step of a FLUSH over its tasks.
 type Step struct {
-	Flush string `json:"flush"` // the FLUSH's id: its origin node and a sequence
-	Index int    `json:"index"` // the step's place in its FLUSH
+	Flush  string `json:"flush"`  // the FLUSH's id: its origin node and a sequence
+	Origin string `json:"origin"` // the node that runs the FLUSH
+	Index  int    `json:"index"`  // the step's place in its FLUSH
 	// Attempt counts sends of the same step: a step is sent again when its
 	// acknowledgements do not cover it in time (a task moved meanwhile).
 	Attempt int  `json:"attempt"`

@@ -208,7 +208,7 @@ func (f *clusterFlush) targets(ctx context.Context, level []flushStage) (map[str
 // partition, on every process through the flush topic, until their
 // acknowledgements do.
 func (f *clusterFlush) step(ctx context.Context, ends map[string]map[int32]int64, want map[string]barrier.Stage, closing bool) error {
-	st := barrier.Step{Flush: f.id, Index: f.index, Close: closing, Targets: ends}
+	st := barrier.Step{Flush: f.id, Origin: f.s.nodeID, Index: f.index, Close: closing, Targets: ends}
 	f.index++
 	cov := barrier.NewCoverage(want)
 	ack, local := f.s.runStep(ctx, st)
@@ -376,6 +376,9 @@ func (s *Server) followFlushesOnce(ctx context.Context, following func()) error 
 			switch {
 			case err != nil:
 				s.log.Debug("skipping a flush topic record", "offset", r.Offset, "err", err)
+			case step != nil && step.Origin == s.nodeID && step.Attempt == 0:
+				// This process ran it just before sending it; a step sent
+				// again (a partition moved here meanwhile) runs again.
 			case step != nil:
 				go s.answerStep(ctx, *step)
 			case ack != nil:
