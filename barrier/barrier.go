@@ -49,6 +49,10 @@ type Ack struct {
 	// Aborted: the failed streams whose exactly-once commit Kafka did not
 	// take; such a stream restarts by itself.
 	Aborted []string `json:"aborted,omitempty"`
+	// Restoring: per consumer group, partitions assigned to that process
+	// whose tasks still restore their state (they run the step once
+	// restored).
+	Restoring map[string][]int32 `json:"restoring,omitempty"`
 }
 
 // version is the record format written; a reader refuses a newer one, so
@@ -105,9 +109,10 @@ type Stage struct {
 
 // Coverage tracks the acknowledgements of one step.
 type Coverage struct {
-	want   map[string]Stage // per consumer group
-	got    map[string]map[int32]bool
-	failed map[string]Failure
+	want      map[string]Stage // per consumer group
+	got       map[string]map[int32]bool
+	failed    map[string]Failure
+	restoring map[string]map[int32]bool
 }
 
 // Failure is why a stream could not run a step on some process.
@@ -120,7 +125,7 @@ type Failure struct {
 
 // NewCoverage expects the stages in want (keyed by consumer group).
 func NewCoverage(want map[string]Stage) *Coverage {
-	return &Coverage{want: want, got: map[string]map[int32]bool{}, failed: map[string]Failure{}}
+	return &Coverage{want: want, got: map[string]map[int32]bool{}, failed: map[string]Failure{}, restoring: map[string]map[int32]bool{}}
 }
 
 // Add counts one acknowledgement.
@@ -131,6 +136,14 @@ func (c *Coverage) Add(a Ack) {
 		}
 		for _, p := range ps {
 			c.got[g][p] = true
+		}
+	}
+	for g, ps := range a.Restoring {
+		if c.restoring[g] == nil {
+			c.restoring[g] = map[int32]bool{}
+		}
+		for _, p := range ps {
+			c.restoring[g][p] = true
 		}
 	}
 	for name, why := range a.Failed {
@@ -178,6 +191,29 @@ func (c *Coverage) Settled() bool {
 	}
 	return true
 }
+
+// Restoring reports whether some process said it restores every partition
+// still missing: the step waits for restores, however long they take,
+// rather than for a process that may never answer.
+func (c *Coverage) Restoring() bool {
+	some := false
+	for g, st := range c.want {
+		for p := 0; p < st.Partitions; p++ {
+			if c.got[g][int32(p)] {
+				continue
+			}
+			if !c.restoring[g][int32(p)] {
+				return false
+			}
+			some = true
+		}
+	}
+	return some
+}
+
+// Retry forgets which partitions were restoring: a step sent again learns
+// it afresh.
+func (c *Coverage) Retry() { c.restoring = map[string]map[int32]bool{} }
 
 func (c *Coverage) complete(g string, st Stage) bool {
 	for p := 0; p < st.Partitions; p++ {

@@ -62,6 +62,9 @@ func (s *Stage) NotePeer(p int32, wm int64) { s.peers.Set(p, wm) }
 // so what a poll returned reaches the tasks that own it.
 type Consumer interface {
 	Poll(ctx context.Context) ([]kafkaio.FetchPart, error)
+	// Release starts fetching a partition the assignment held (its task
+	// restored in the background), at offset at.
+	Release(p int32, at int64)
 	Close()
 }
 
@@ -169,6 +172,12 @@ type Stage struct {
 
 	tmu   sync.RWMutex
 	tasks map[int32]*task
+	// restoring: tasks of partitions assigned here that restore their
+	// state from the changelog in the background (restore.go); their
+	// partitions are not fetched until they open.
+	restoring map[int32]*restoringTask
+	wakeMu    sync.Mutex
+	wake      context.CancelFunc // ends the poll under way (nil: none)
 
 	runCtx    context.Context
 	cancel    context.CancelFunc
@@ -195,7 +204,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	if cfg.Changelog == "" {
 		return nil, fmt.Errorf("start %s: no changelog topic", cfg.Name)
 	}
-	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
 		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Standbys > 0 && cfg.Node != "" {
@@ -260,16 +269,16 @@ func (s *Stage) firstErr() error {
 // assigned opens the tasks of partitions the group gave this process and
 // returns the offset each reads from. A task that cannot open fails the
 // stage.
-func (s *Stage) assigned(parts []int32) map[int32]int64 {
+func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 	defer s.noteJoined()
 	ctx := s.runCtx
-	at := map[int32]int64{}
+	at = map[int32]int64{}
 	if ctx.Err() != nil {
-		return at // stopping: the group is being left
+		return at, nil // stopping: the group is being left
 	}
 	var fresh []*task
 	for _, p := range parts {
-		if s.task(p) != nil {
+		if s.task(p) != nil || s.isRestoring(p) {
 			continue
 		}
 		s.standby.claim(p)
@@ -282,7 +291,7 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 		fresh = append(fresh, t)
 	}
 	if len(fresh) == 0 {
-		return at
+		return at, nil
 	}
 	// Read once for every task given, and only now that every earlier
 	// holder is fenced (its open transaction aborted): these ends and
@@ -294,9 +303,14 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 			s.standby.release(t.p)
 		}
 		s.openFailed(fmt.Errorf("start %s: %w", s.cfg.Name, err))
-		return at
+		return at, nil
 	}
 	for _, t := range fresh {
+		if s.restoreInBackground(t, pos) {
+			held = append(held, t.p)
+			at[t.p] = pos.input[t.p] // not fetched: Release sets where
+			continue
+		}
 		if err := s.openTask(ctx, t, pos); err != nil {
 			t.closeProducers()
 			s.standby.release(t.p)
@@ -306,19 +320,24 @@ func (s *Stage) assigned(parts []int32) map[int32]int64 {
 		s.tmu.Lock()
 		s.tasks[t.p] = t
 		s.tmu.Unlock()
-		if t.env.Restored.HasClosed {
-			s.mu.Lock()
-			s.wms[t.p] = Watermark{WM: t.env.Restored.Closed, Has: true}
-			s.mu.Unlock()
-		}
+		s.runTask(t)
 		at[t.p] = t.part.Next
-		tctx, cancel := context.WithCancel(s.runCtx)
-		t.cancel = cancel
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); t.run(tctx) }()
 	}
-	s.log.Info("partitions assigned", "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions())
-	return at
+	s.log.Info("partitions assigned", "group", s.cfg.Group, "partitions", parts, "owned", s.Partitions(), "restoring", held)
+	return at, held
+}
+
+// runTask starts an opened task's loop.
+func (s *Stage) runTask(t *task) {
+	if t.env.Restored.HasClosed {
+		s.mu.Lock()
+		s.wms[t.p] = Watermark{WM: t.env.Restored.Closed, Has: true}
+		s.mu.Unlock()
+	}
+	tctx, cancel := context.WithCancel(s.runCtx)
+	t.cancel = cancel
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); t.run(tctx) }()
 }
 
 // positions are what tasks opening need of Kafka: the input's ends, the
@@ -374,6 +393,7 @@ func (s *Stage) lost(parts []int32) {
 }
 
 func (s *Stage) closeTasks(parts []int32, commit bool) {
+	s.cancelRestores(parts)
 	var closing []*task
 	s.tmu.Lock()
 	for _, p := range parts {
@@ -498,16 +518,28 @@ func (s *Stage) Stop() {
 	s.loops.Wait()
 	s.leaveGroup()
 	s.wg.Wait()
+	s.dropRestored()
 }
 
 // poll hands each fetched partition to its task.
 func (s *Stage) poll(ctx context.Context) {
 	retrying := false // after a fetch error
 	for {
-		parts, err := s.cons.Poll(ctx)
+		// A restore that ends wakes the poll (wakePoll), which may wait
+		// on held partitions only; one that ended before the wake was
+		// set is found by polling briefly while any restores.
+		pctx, cancel := context.WithCancel(ctx)
+		s.setPollWake(cancel)
+		if s.restoringCount() > 0 {
+			pctx, cancel = context.WithTimeout(pctx, restoredCheck)
+		}
+		parts, err := s.cons.Poll(pctx)
+		s.setPollWake(nil)
+		cancel()
 		if ctx.Err() != nil || s.Err() != nil {
 			return
 		}
+		s.startRestored()
 		if err != nil {
 			// A fetch error (the broker out of reach, a leader moving) is
 			// retried: the consumer resumes where it was, and the tasks

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -63,6 +64,13 @@ func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
 		out = append(out, splitControl(fp.FetchPartition))
 	})
 	return out, nil
+}
+
+// Release starts fetching partition p, held since its assignment, at
+// offset at. A partition no longer assigned is left alone.
+func (c *Consumer) Release(p int32, at int64) {
+	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.topic: {p: {Epoch: -1, Offset: at}}})
+	c.cl.ResumeFetchPartitions(map[string][]int32{c.topic: {p}})
 }
 
 // Close stops the consumer; a group member leaves its group.
@@ -153,7 +161,9 @@ type GroupHooks struct {
 	// Assigned opens the tasks of partitions given to this member and
 	// returns the offset each reads from (its state's position, not the
 	// group's: the state is the truth). A partition left out is not read.
-	Assigned func(parts []int32) map[int32]int64
+	// A partition in held is not fetched until Consumer.Release starts it
+	// (its task is still restoring its state).
+	Assigned func(parts []int32) (at map[int32]int64, held []int32)
 	// Revoked commits and closes the tasks of partitions taken away,
 	// before any other member may open them.
 	Revoked func(parts []int32)
@@ -178,6 +188,15 @@ type GroupHooks struct {
 // the partitions over at once.
 func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeout time.Duration, instance string, hooks GroupHooks) (*Consumer, error) {
 	topicParts := func(m map[string][]int32) []int32 { return m[topic] }
+	// The hooks may run before NewClient has returned the client they
+	// pause partitions on.
+	var self atomic.Pointer[kgo.Client]
+	client := func() *kgo.Client {
+		for self.Load() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		return self.Load()
+	}
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
@@ -198,7 +217,12 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 			if len(parts) == 0 {
 				return offs, nil
 			}
-			at := hooks.Assigned(parts)
+			at, held := hooks.Assigned(parts)
+			if len(held) > 0 {
+				// Paused before any fetch starts: nothing is read
+				// until Release sets where.
+				client().PauseFetchPartitions(map[string][]int32{topic: held})
+			}
 			out := map[int32]kgo.Offset{}
 			for p, o := range at {
 				out[p] = kgo.NewOffset().At(o).WithEpoch(-1)
@@ -212,14 +236,18 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 				hooks.Joined()
 			}
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			if ps := topicParts(m); len(ps) > 0 {
 				hooks.Revoked(ps)
+				// A pause outlives the assignment: one still held must
+				// not hold the partition when it comes back.
+				cl.ResumeFetchPartitions(map[string][]int32{topic: ps})
 			}
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 			if ps := topicParts(m); len(ps) > 0 {
 				hooks.Lost(ps)
+				cl.ResumeFetchPartitions(map[string][]int32{topic: ps})
 			}
 		}),
 	}
@@ -233,6 +261,7 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 	if err != nil {
 		return nil, fmt.Errorf("member of group %s: %w", group, err)
 	}
+	self.Store(cl)
 	return &Consumer{cl: cl, topic: topic, max: maxPoll, k: k, group: group, instance: instance}, nil
 }
 

@@ -224,6 +224,12 @@ func (f *clusterFlush) step(ctx context.Context, ends map[string]map[int32]int64
 				Message: fmt.Sprintf("FLUSH: no process of app %s ran %s within %s", f.s.cfg.AppID, barrier.Summary(missing), flushStepTimeout),
 				HintMsg: "SHOW TASKS <stream> shows which process holds each partition; a process that just joined or left may still be rebalancing"}
 		}
+		if cov.Restoring() {
+			// Partitions restore their state: waiting for that is
+			// progress, not silence.
+			deadline = time.Now().Add(flushStepTimeout)
+		}
+		cov.Retry()
 		if err := f.send(ctx, st); err != nil {
 			return err
 		}
@@ -296,6 +302,12 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 		targets, ok := st.Targets[fs.stage.Topic()]
 		if !ok {
 			continue
+		}
+		if r := fs.stage.Restoring(); len(r) > 0 {
+			if ack.Restoring == nil {
+				ack.Restoring = map[string][]int32{}
+			}
+			ack.Restoring[fs.stage.Group()] = r
 		}
 		covered, err := fs.stage.FlushPhase(ctx, targets, st.Close)
 		if err != nil {

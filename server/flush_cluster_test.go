@@ -177,3 +177,75 @@ func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
 		t.Errorf("%d panes, want %d", len(seen), 2*perPart)
 	}
 }
+
+// TestLongRestoreRunsOutsideTheRebalance: a server taking over a
+// partition whose changelog holds more than dataflow's background restore
+// threshold restores it in the background, the partition held (not read)
+// meanwhile, instead of inside the group's assignment; a FLUSH on it waits
+// for the restore, and every pane is exact after.
+func TestLongRestoreRunsOutsideTheRebalance(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	addr, start := appNodes(t, 1, "restore")
+	a := start(t.TempDir())
+	aUp := true
+	defer func() {
+		if aUp {
+			a.Close()
+		}
+	}()
+	ca := connect(ctx, t, a)
+	execAll(ctx, t, ca,
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
+		`CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("ev"), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const keys = 30_000 // a changelog record each: past the threshold
+	var recs []*kgo.Record
+	for i := 0; i < keys; i++ {
+		recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf(`{"k":"k%d","ts":"2026-01-01T00:00:30Z"}`, i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	execAll(ctx, t, ca, "FLUSH")
+	ca.Close(ctx)
+	b := start(t.TempDir()) // an empty disk: it restores the whole changelog
+	defer func() { b.Close() }()
+	a.Close()
+	aUp = false
+	sawHeld := false
+	waitOwned(t, "b to run the partition", func() bool {
+		b.mu.Lock()
+		r := b.streams["w"]
+		b.mu.Unlock()
+		if r != nil && r.final != nil && len(r.final.Restoring()) > 0 {
+			sawHeld = true
+		}
+		return owned(b, "w") == 1
+	})
+	if !sawHeld {
+		t.Error("the partition opened without a background restore")
+	}
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(`{"k":"k0","ts":"2026-01-01T00:02:00Z"}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cb := connect(ctx, t, b)
+	defer cb.Close(ctx)
+	execAll(ctx, t, cb, "FLUSH")
+	seen := map[string]bool{}
+	for _, v := range readOutput(ctx, t, addr, "w", false) {
+		seen[v] = true
+	}
+	for i := 0; i < keys; i++ {
+		if v := fmt.Sprintf(`{"k":"k%d","ws":"2026-01-01T00:00:00Z","n":1}`, i); !seen[v] {
+			t.Fatalf("pane %s missing (%d panes)", v, len(seen))
+		}
+	}
+	if len(seen) != keys {
+		t.Errorf("%d panes, want %d", len(seen), keys)
+	}
+}
