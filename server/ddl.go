@@ -229,6 +229,8 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 			}
 			planner.ChooseByCost(p, est)
 		}
+		// Recorded with the stream, so the other nodes run its plan.
+		def.Planned = p.Strategy
 	}
 	def.Input = p.Input.Name
 	if st.EmitEveryMs > 0 {

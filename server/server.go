@@ -178,6 +178,13 @@ type Server struct {
 
 	clog     *catalogLog
 	replayed atomic.Bool // the catalog has been replayed (for /readyz)
+	// ddlMu runs this node's catalog statements one at a time
+	// (serialDDL); catMu guards cf, the catalog follower's position.
+	ddlMu sync.Mutex
+	catMu sync.Mutex
+	cf    catalogFollow
+	bg    context.Context // the server's background work, until Close
+	bgWG  sync.WaitGroup  // background work that uses the state store
 
 	brokerMu    sync.Mutex
 	brokerUp    bool // Kafka answered at the last check
@@ -267,7 +274,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
+	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog", node: s.nodeID}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
 	s.subscriptions = newSubscriptionsGauge(reg)
@@ -286,7 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	s.bgCancel = cancel
+	s.bg, s.bgCancel = bg, cancel
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 	pingErr := k.Ping(pctx)
 	pcancel()
@@ -333,9 +340,14 @@ func (s *Server) boot(ctx context.Context) error {
 	if err := s.kafka.EnsureCompacted(ctx, s.watermarkTopic(), 1); err != nil {
 		return err
 	}
-	if err := s.replayCatalog(ctx, s.clog); err != nil {
+	entries, ends, err := s.replayCatalog(ctx, s.clog)
+	if err != nil {
 		return err
 	}
+	// Followed from where the replay ended: DDL of the other nodes
+	// applies here from now on. bootstrapUser's record comes back
+	// through it, as this node's own, already applied.
+	s.startFollowingCatalog(s.bg, entries, ends)
 	if err := s.bootstrapUser(); err != nil {
 		return err
 	}
@@ -366,6 +378,9 @@ func (s *Server) Close() {
 	if s.bgCancel != nil {
 		s.bgCancel()
 	}
+	// The catalog follower may be applying a record: let it finish
+	// before the streams and the store close under it.
+	s.bgWG.Wait()
 	if s.pg != nil {
 		_ = s.pg.Close()
 	}
