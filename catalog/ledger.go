@@ -86,6 +86,18 @@ func (l *Ledger) Entries() []Entry {
 	return out
 }
 
+// Readers lists the live streams that read relation name.
+func (l *Ledger) Readers(name string) []Entry {
+	var out []Entry
+	for _, e := range l.live {
+		if e.Kind == KindStream && e.Reads == name {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // relation finds a source or stream of that name (they share names).
 func (l *Ledger) relation(name string) (Entry, bool) {
 	if e, ok := l.live[key(KindSource, name)]; ok {
@@ -142,17 +154,12 @@ func (l *Ledger) judge(r Record) error {
 		if !exists {
 			return &ErrLostRace{Winner: l.droppedBy[k], Err: &ErrNotFound{Name: r.Name}}
 		}
-		var readers []string
-		winner := ""
-		for _, e := range l.live {
-			if e.Kind == KindStream && e.Reads == r.Name {
-				readers = append(readers, e.Name)
-				winner = e.Node
+		if rs := l.Readers(r.Name); len(rs) > 0 {
+			names := make([]string, len(rs))
+			for i, e := range rs {
+				names[i] = e.Name
 			}
-		}
-		if len(readers) > 0 {
-			sort.Strings(readers)
-			return &ErrLostRace{Winner: winner, Err: &ErrInUse{Name: r.Name, Readers: readers}}
+			return &ErrLostRace{Winner: rs[0].Node, Err: &ErrInUse{Name: r.Name, Readers: names}}
 		}
 	}
 	return nil

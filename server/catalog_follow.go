@@ -194,7 +194,17 @@ func (s *Server) reconcile(ctx context.Context, ledger *catalog.Ledger, kind cat
 		s.markFailed(failedObject{kind: string(kind), name: name, err: err.Error(), offset: want.Offset})
 		return
 	}
+	s.failedMu.Lock()
+	delete(s.failed, string(kind)+"/"+name)
+	s.failedMu.Unlock()
 	s.log.Info("created from the catalog", "object", string(kind)+"/"+name, "writer", want.Node)
+	// A relation back after a drop that lost a race: streams that read it
+	// may have failed to start here meanwhile.
+	if kind != catalog.KindUser {
+		for _, e := range ledger.Readers(name) {
+			s.reconcile(ctx, ledger, e.Kind, e.Name)
+		}
+	}
 }
 
 // freshStreamState readies this node for a stream another node created:
