@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/cluster"
 	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -185,6 +186,12 @@ type Server struct {
 	cf    catalogFollow
 	bg    context.Context // the server's background work, until Close
 	bgWG  sync.WaitGroup  // background work that uses the state store
+	// members is the app's membership (members.go), heartbeating until
+	// membersStop; membersDone closes when it has stopped.
+	members     *cluster.Membership
+	membersStop context.CancelFunc
+	membersDone chan struct{}
+	leaving     atomic.Bool // Close has begun
 
 	brokerMu    sync.Mutex
 	brokerUp    bool // Kafka answered at the last check
@@ -328,6 +335,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.dirLock.Describe(owner...); err != nil {
 		s.log.Warn("cannot write the data dir's owner file", "err", err)
 	}
+	if err := s.startMembership(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return s, nil
 }
@@ -375,6 +385,7 @@ func (s *Server) Embedded() bool { return s.broker != nil }
 // Close stops accepting clients, lets every stream finish its batch and
 // persist, then closes state and Kafka.
 func (s *Server) Close() {
+	s.leaveCluster()
 	if s.bgCancel != nil {
 		s.bgCancel()
 	}
