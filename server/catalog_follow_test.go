@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/catalog"
 )
@@ -254,4 +255,34 @@ func TestCatalogRaceOneWinner(t *testing.T) {
 	if ga, gb := catalogOf(a), catalogOf(b); ga != want || gb != want {
 		t.Errorf("after a restart:\na:\n%s\nb:\n%s\nwant:\n%s", ga, gb, want)
 	}
+}
+
+// TestCatalogFollowsVersion1Records: a record as nodes of the previous
+// release write it (the statement, no headers) is applied live like any
+// other, so a cluster upgraded one node at a time keeps following the
+// DDL of its older nodes.
+func TestCatalogFollowsVersion1Records(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr, start := appNodes(t, 1, "v1")
+	a := start(t.TempDir())
+	defer a.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	put := func(key, val string) {
+		r := &kgo.Record{Topic: "turbine-v1-catalog", Key: []byte(key)}
+		if val != "" {
+			r.Value = []byte(val)
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("source/old", `CREATE SOURCE old (k TEXT) WITH (topic = 'ev')`)
+	waitWithin(t, "a to apply a version-1 CREATE SOURCE", time.Second, func() bool { return hasSource(a, "old") })
+	put("source/old", "")
+	waitWithin(t, "a to apply a version-1 tombstone", time.Second, func() bool { return !hasSource(a, "old") })
 }
