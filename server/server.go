@@ -326,6 +326,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
 	}
 	s.warnIfExposed(s.pgLn)
+	// Heartbeats name the pgwire address, and SHOW CLUSTER reads them.
+	if err := s.startMembership(); err != nil {
+		return nil, err
+	}
 	go func() { _ = s.pg.Serve(s.pgLn) }()
 	owner := []string{"pgwire", s.pgLn.Addr().String()}
 	if s.httpLn != nil {
@@ -334,9 +338,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	owner = append(owner, "kafka", strings.Join(conn.Brokers, ","))
 	if err := s.dirLock.Describe(owner...); err != nil {
 		s.log.Warn("cannot write the data dir's owner file", "err", err)
-	}
-	if err := s.startMembership(); err != nil {
-		return nil, err
 	}
 	ok = true
 	return s, nil
