@@ -90,7 +90,8 @@ func (s *Server) startMembership() error {
 	}
 	ctx, cancel := context.WithCancel(s.bg)
 	done := make(chan struct{})
-	s.members, s.membersStop, s.membersDone = m, cancel, done
+	s.membersStop, s.membersDone = cancel, done
+	s.members.Store(m)
 	go s.runMembership(ctx, m, done)
 	return nil
 }
@@ -107,14 +108,15 @@ func (s *Server) stopHeartbeats() {
 // leaveCluster stops heartbeating and tells the others this process is
 // gone.
 func (s *Server) leaveCluster() {
-	if s.members == nil {
+	m := s.members.Load()
+	if m == nil {
 		return
 	}
 	s.stopHeartbeats()
 	s.leaving.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.members.Leave(ctx); err != nil {
+	if err := m.Leave(ctx); err != nil {
 		s.log.Warn("cannot tell the cluster this node leaves; the others drop it after the session timeout", "err", err)
 	}
 }
@@ -157,10 +159,11 @@ func showClusterColumns() []pgwire.Column {
 // showCluster is SHOW CLUSTER: a row per live member of the app.
 func (s *Server) showCluster() *pgwire.Result {
 	res := &pgwire.Result{Columns: showClusterColumns(), Tag: "SHOW"}
-	if s.members == nil {
+	m := s.members.Load()
+	if m == nil {
 		return res
 	}
-	for _, m := range s.members.Members() {
+	for _, m := range m.Members() {
 		res.Rows = append(res.Rows, []any{m.Node, m.PGAddr, nullIfEmpty(m.HTTPAddr), int64(m.TasksOwned), int64(m.TasksStandby), m.State})
 	}
 	return res

@@ -188,7 +188,7 @@ type Server struct {
 	bgWG  sync.WaitGroup  // background work that uses the state store
 	// members is the app's membership (members.go), heartbeating until
 	// membersStop; membersDone closes when it has stopped.
-	members     *cluster.Membership
+	members     atomic.Pointer[cluster.Membership] // set once Start has begun heartbeats; HTTP may ask before
 	membersStop context.CancelFunc
 	membersDone chan struct{}
 	leaving     atomic.Bool // Close has begun
