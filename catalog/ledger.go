@@ -22,7 +22,12 @@ type Record struct {
 	// Node and Stmt name the writer and its statement (empty in records
 	// written before they were recorded: such a record always stands).
 	Node, Stmt string
-	Offset     int64
+	// Undoes, on a drop, is the statement id of the record it takes
+	// back (a CREATE STREAM whose stream could not start): it stands only
+	// while that record is the object's, so it never drops the winner of
+	// a race that record lost.
+	Undoes string
+	Offset int64
 }
 
 // Entry is a live object as the log says it is.
@@ -153,6 +158,9 @@ func (l *Ledger) judge(r Record) error {
 	case OpDrop:
 		if !exists {
 			return &ErrLostRace{Winner: l.droppedBy[k], Err: &ErrNotFound{Name: r.Name}}
+		}
+		if cur := l.live[k]; r.Undoes != "" && cur.Stmt != r.Undoes {
+			return &ErrLostRace{Winner: cur.Node, Err: &ErrExists{Name: r.Name}}
 		}
 		if rs := l.Readers(r.Name); len(rs) > 0 {
 			names := make([]string, len(rs))

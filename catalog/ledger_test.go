@@ -115,3 +115,32 @@ func TestLedgerOldRecordsStand(t *testing.T) {
 		t.Fatalf("u is %q", e.SQL)
 	}
 }
+
+// TestLedgerUndoLeavesTheWinner: a node whose CREATE lost a race and whose
+// stream then failed to start takes its record back with a drop that
+// undoes it. That drop must not drop the winner's object.
+func TestLedgerUndoLeavesTheWinner(t *testing.T) {
+	l := NewLedger()
+	l.Apply(create(KindStream, "s", "A", "", "a", 0))
+	loser := create(KindStream, "s", "B", "", "b", 1)
+	if _, err := l.Apply(loser); err == nil {
+		t.Fatal("second create stood")
+	}
+	undo := Record{Change: Change{Kind: KindStream, Name: "s", Op: OpDrop}, Node: "b", Undoes: loser.Stmt, Offset: 2}
+	rep, err := l.Apply(undo)
+	if err == nil {
+		t.Fatal("the undo of a lost create dropped the winner")
+	}
+	if e, ok := l.Get(KindStream, "s"); !ok || e.SQL != "A" || rep == nil || rep.SQL != "A" {
+		t.Fatalf("s %+v, repair %+v: want A standing and restated", e, rep)
+	}
+	// The undo of a create that stood drops it.
+	won := create(KindStream, "u", "U", "", "b", 3)
+	l.Apply(won)
+	if _, err := l.Apply(Record{Change: Change{Kind: KindStream, Name: "u", Op: OpDrop}, Node: "b", Undoes: won.Stmt, Offset: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Get(KindStream, "u"); ok {
+		t.Fatal("u still stands")
+	}
+}

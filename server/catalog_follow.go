@@ -123,7 +123,7 @@ func (s *Server) applyCatalog(ctx context.Context, ledger *catalog.Ledger, r *ka
 		// Its writer repairs the log: the record it wrote is now the
 		// last of its key, which compaction would keep.
 		if own && repair != nil {
-			if _, err := s.clog.write(ctx, *repair, newStmtID()); err != nil {
+			if _, err := s.clog.write(ctx, *repair, newStmtID(), ""); err != nil {
 				s.log.Error("cannot write the repair of a catalog record that lost a race: a node starting before it is written may take the loser's definition",
 					"key", string(rec.Kind)+"/"+rec.Name, "err", err)
 			}
@@ -165,13 +165,14 @@ func (s *Server) localSQL(kind catalog.Kind, name string) (string, bool) {
 func (s *Server) reconcile(ctx context.Context, ledger *catalog.Ledger, kind catalog.Kind, name string) {
 	want, wok := ledger.Get(kind, name)
 	have, hok := s.localSQL(kind, name)
-	if wok == hok && (!wok || want.SQL == have) {
-		return
-	}
 	if !wok {
+		// Gone from the log: so is its failure to start here.
 		s.failedMu.Lock()
 		delete(s.failed, string(kind)+"/"+name)
 		s.failedMu.Unlock()
+	}
+	if wok == hok && (!wok || want.SQL == have) {
+		return
 	}
 	if kind == catalog.KindSource && wok && hok {
 		if err := s.replaceSourceFrom(ctx, want.SQL); err != nil {
@@ -262,9 +263,9 @@ func (s *Server) serialDDL(ctx context.Context, run func() (*pgwire.Result, erro
 	if err := s.catalogCaughtUp(ctx); err != nil {
 		return nil, err
 	}
-	mark := s.clog.mark()
+	s.clog.mark()
 	res, err := run()
-	for _, w := range s.clog.since(mark) {
+	for _, w := range s.clog.since() {
 		if verr := s.awaitVerdict(ctx, w); verr != nil && err == nil {
 			res, err = nil, verr
 		}

@@ -27,6 +27,7 @@ import (
 //	turbine.op         create, alter, drop, put, repair
 //	turbine.reads      a stream's input relation
 //	turbine.planned    the strategy the cost rule chose for a stream
+//	turbine.undoes     on a drop: the statement id of the record it takes back
 //
 // A version-1 record (no headers) stands whatever came before it.
 type catalogLog struct {
@@ -43,8 +44,8 @@ type catalogLog struct {
 
 // writtenRecord is where a statement's record landed.
 type writtenRecord struct {
-	stmt   string
-	offset int64
+	key, stmt string
+	offset    int64
 }
 
 const catalogVersion = "2"
@@ -57,6 +58,7 @@ const (
 	hdrOp       = "turbine.op"
 	hdrReads    = "turbine.reads"
 	hdrPlanned  = "turbine.planned"
+	hdrUndoes   = "turbine.undoes"
 )
 
 type catalogEntry struct {
@@ -74,19 +76,32 @@ func (l *catalogLog) Write(c catalog.Change) error {
 	if l.beforeWrite != nil {
 		l.beforeWrite(c)
 	}
+	key := string(c.Kind) + "/" + c.Name
+	undoes := ""
+	if c.Op == catalog.OpDrop {
+		// A drop of what this statement itself created (a stream that
+		// could not start) takes back that record only.
+		l.mu.Lock()
+		for _, w := range l.written {
+			if w.key == key {
+				undoes = w.stmt
+			}
+		}
+		l.mu.Unlock()
+	}
 	stmt := newStmtID()
-	off, err := l.write(context.Background(), c, stmt)
+	off, err := l.write(context.Background(), c, stmt, undoes)
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
-	l.written = append(l.written, writtenRecord{stmt: stmt, offset: off})
+	l.written = append(l.written, writtenRecord{key: key, stmt: stmt, offset: off})
 	l.mu.Unlock()
 	return nil
 }
 
 // write produces c and returns its offset.
-func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt string) (int64, error) {
+func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes string) (int64, error) {
 	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(catalogVersion)}, {Key: hdrNode, Value: []byte(l.node)},
 		{Key: hdrStmt, Value: []byte(stmt)}, {Key: hdrOp, Value: []byte(c.Op)}}
 	if c.Reads != "" {
@@ -94,6 +109,9 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt string) (
 	}
 	if c.Planned != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrPlanned, Value: []byte(c.Planned)})
+	}
+	if undoes != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
 	}
 	var val []byte
 	if c.SQL != "" {
@@ -108,17 +126,17 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt string) (
 
 // mark and since bracket one statement: the records written in between
 // are its own (statements of one node are serialised by Server.ddlMu).
-func (l *catalogLog) mark() int {
+func (l *catalogLog) mark() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.written)
+	l.written = nil
 }
 
-func (l *catalogLog) since(mark int) []writtenRecord {
+func (l *catalogLog) since() []writtenRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := append([]writtenRecord(nil), l.written[mark:]...)
-	l.written = l.written[:0]
+	out := l.written
+	l.written = nil
 	return out
 }
 
@@ -149,6 +167,8 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool) {
 			rec.Reads = v
 		case hdrPlanned:
 			rec.Planned = v
+		case hdrUndoes:
+			rec.Undoes = v
 		}
 	}
 	return rec, true
