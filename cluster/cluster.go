@@ -114,9 +114,12 @@ func (m *Membership) Run(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		if err := m.Beat(ctx); err != nil && ctx.Err() == nil {
+		// A heartbeat the broker does not take in time is late anyway.
+		bctx, cancel := context.WithTimeout(ctx, m.timeout)
+		if err := m.Beat(bctx); err != nil && ctx.Err() == nil {
 			m.onError(err)
 		}
+		cancel()
 		sleep(ctx, m.every)
 	}
 }

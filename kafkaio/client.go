@@ -269,6 +269,21 @@ func (k *Client) ProduceSync(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
+// ProduceOne writes rec and waits for its acknowledgement or for ctx to
+// end, whichever comes first (ProduceSync waits out a broker outage even
+// after its ctx ends, once the record is buffered). A record given up on
+// may still be written later. On success rec.Offset is where it landed.
+func (k *Client) ProduceOne(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	k.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ReadAll reads topic from the start of every partition to its end at the
 // time of the call and hands each record to fn, in partition then offset
 // order.

@@ -118,7 +118,7 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 		val = []byte(c.SQL)
 	}
 	r := &kafkaio.Record{Topic: l.topic, Key: []byte(string(c.Kind) + "/" + c.Name), Value: val, Headers: hs}
-	if err := l.k.ProduceSync(ctx, []*kafkaio.Record{r}); err != nil {
+	if err := l.k.ProduceOne(ctx, r); err != nil {
 		return 0, err
 	}
 	return r.Offset, nil

@@ -29,7 +29,7 @@ type controlLog struct {
 }
 
 func (c controlLog) Put(ctx context.Context, key string, value []byte) error {
-	return c.k.ProduceSync(ctx, []*kafkaio.Record{{Topic: c.topic, Key: []byte(key), Value: value}})
+	return c.k.ProduceOne(ctx, &kafkaio.Record{Topic: c.topic, Key: []byte(key), Value: value})
 }
 
 // Follow reads the topic from its start. A record already there when the
