@@ -98,6 +98,11 @@ func TestDDLFollowedAcrossNodes(t *testing.T) {
 	t.Logf("DROP STREAM on a stopped on b after %v", time.Since(t0))
 	execAll(ctx, t, ca, `DROP SOURCE ev`)
 	waitWithin(t, "b to drop the source a dropped", time.Second, func() bool { return !hasSource(b, "ev") })
+	// Users follow too.
+	execAll(ctx, t, ca, `CREATE USER alice WITH PASSWORD 'secret' ADMIN`)
+	waitWithin(t, "b to know the user a created", time.Second, func() bool { u, ok := b.cat.User("alice"); return ok && u.Admin })
+	execAll(ctx, t, cb, `DROP USER alice`)
+	waitWithin(t, "a to drop the user b dropped", time.Second, func() bool { _, ok := a.cat.User("alice"); return !ok })
 	// A statement on b after one on a has returned sees it: b is caught
 	// up with the log before it runs DDL.
 	if _, err := cb.Exec(ctx, `DROP SOURCE ev`); sqlstate(err) != "42P01" {
