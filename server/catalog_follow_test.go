@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/sql"
 )
 
 // waitWithin polls cond every 10 ms for up to limit and returns how long it
@@ -290,4 +291,41 @@ func TestCatalogFollowsVersion1Records(t *testing.T) {
 	waitWithin(t, "a to apply a version-1 CREATE SOURCE", time.Second, func() bool { return hasSource(a, "old") })
 	put("source/old", "")
 	waitWithin(t, "a to apply a version-1 tombstone", time.Second, func() bool { return !hasSource(a, "old") })
+}
+
+// TestCreateDoesNotWipeARunningStream: a CREATE STREAM deletes what an
+// earlier stream of its name left (its groups and changelogs) before
+// writing its record. When a node that has not yet read another node's
+// CREATE of that name does so, the groups have members: it must fail with
+// 55006 and delete nothing, and the running stream keeps its groups.
+func TestCreateDoesNotWipeARunningStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, start := appNodes(t, 2, "wipe")
+	a, b := start(t.TempDir()), start(t.TempDir())
+	defer a.Close()
+	defer b.Close()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	execAll(ctx, t, ca,
+		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`,
+		`CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
+	waitOwned(t, "one partition of w on each node", func() bool { return owned(a, "w") == 1 && owned(b, "w") == 1 })
+	b.mu.Lock()
+	plan := b.streams["w"].plan
+	b.mu.Unlock()
+	// What b's CREATE STREAM w would do before writing, had it not read a's.
+	err := b.dropOldGroups(ctx, "w", plan)
+	var se *sql.Error
+	if !errors.As(err, &se) || se.Code != "55006" {
+		t.Fatalf("wiping a running stream's groups: %v, want 55006", err)
+	}
+	if !running(a, "w") || !running(b, "w") || owned(a, "w")+owned(b, "w") != 2 {
+		t.Errorf("w disturbed: a owns %d, b owns %d", owned(a, "w"), owned(b, "w"))
+	}
+	adm := kadmClient(t, a.KafkaAddrs())
+	td, err := adm.ListTopics(ctx, changelogTopic(a.groupName("w")))
+	if err != nil || !td.Has(changelogTopic(a.groupName("w"))) {
+		t.Errorf("w's changelog is gone (%v)", err)
+	}
 }
