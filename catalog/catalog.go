@@ -83,7 +83,11 @@ type Stream struct {
 	// upsert stream, when the select list outputs every key unchanged;
 	// DESCRIBE, \d and the pg_catalog show it as the primary key.
 	PrimaryKey []string
-	SQL        string
+	// Planned is the strategy the cost rule chose at CREATE (empty: the
+	// strategy option decides). The catalog record carries it, so that
+	// every node plans the stream the same way.
+	Planned string `json:",omitempty"`
+	SQL     string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -116,11 +120,40 @@ type Relation struct {
 	Stream       *Stream // nil for sources
 }
 
-// Log persists catalog changes. Put records the statement that created an
-// object; Delete records its removal.
+// Log persists catalog changes, each as one record of the object's key.
 type Log interface {
-	Put(kind Kind, name, sql string) error
-	Delete(kind Kind, name string) error
+	Write(Change) error
+}
+
+// Op says what a change does, so that every node can judge a record the
+// same way in the log's order (Ledger).
+type Op string
+
+const (
+	OpCreate Op = "create" // a new object: its name must be free
+	OpAlter  Op = "alter"  // a new definition of an object that exists
+	OpDrop   Op = "drop"   // the object goes (SQL is empty)
+	OpPut    Op = "put"    // a user, created or altered: the last one stands
+	// OpRepair restates the object's state after a record that lost a
+	// race, so that the last record of the key (what compaction keeps)
+	// is the truth. Empty SQL: the object does not exist.
+	OpRepair Op = "repair"
+)
+
+// Change is one catalog record: the statement that makes the object (empty
+// for a drop), with what the log's readers need to judge it.
+type Change struct {
+	Kind Kind
+	Name string
+	SQL  string
+	Op   Op
+	// Reads is the relation a stream reads (empty otherwise): a drop of
+	// that relation loses to the stream's create.
+	Reads string
+	// Planned is the hop strategy the cost rule chose when the stream was
+	// created, so every node runs the same plan (empty: its options
+	// decide).
+	Planned string
 }
 
 // Catalog is the set of declared objects. Safe for concurrent use.
@@ -172,7 +205,7 @@ func (c *Catalog) AddSource(s *Source, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Put(KindSource, s.Name, s.SQL); err != nil {
+		if err := c.log.Write(Change{Kind: KindSource, Name: s.Name, SQL: s.SQL, Op: OpCreate}); err != nil {
 			return fmt.Errorf("persist source %s: %w", s.Name, err)
 		}
 	}
@@ -181,15 +214,16 @@ func (c *Catalog) AddSource(s *Source, persist bool) error {
 }
 
 // ReplaceSource swaps the definition of an existing source (ALTER
-// SOURCE), persisting its new statement.
-func (c *Catalog) ReplaceSource(s *Source) error {
+// SOURCE), persisting its new statement when persist is set (not when
+// another node's change is applied).
+func (c *Catalog) ReplaceSource(s *Source, persist bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sources[s.Name]; !ok {
 		return &ErrNotFound{Name: s.Name}
 	}
-	if c.log != nil {
-		if err := c.log.Put(KindSource, s.Name, s.SQL); err != nil {
+	if persist && c.log != nil {
+		if err := c.log.Write(Change{Kind: KindSource, Name: s.Name, SQL: s.SQL, Op: OpAlter}); err != nil {
 			return fmt.Errorf("persist source %s: %w", s.Name, err)
 		}
 	}
@@ -205,7 +239,7 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Put(KindStream, s.Name, s.SQL); err != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}
@@ -239,13 +273,29 @@ func (c *Catalog) Drop(kind Kind, name string) error {
 		return &ErrInUse{Name: name, Readers: readers}
 	}
 	if c.log != nil {
-		if err := c.log.Delete(kind, name); err != nil {
+		if err := c.log.Write(Change{Kind: kind, Name: name, Op: OpDrop}); err != nil {
 			return fmt.Errorf("persist drop of %s: %w", name, err)
 		}
 	}
 	delete(c.sources, name)
 	delete(c.streams, name)
 	return nil
+}
+
+// Forget removes an object without writing to the log and without
+// checking its readers: the log already says it is gone (another node
+// dropped it, or this node's create lost a race).
+func (c *Catalog) Forget(kind Kind, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch kind {
+	case KindSource:
+		delete(c.sources, name)
+	case KindStream:
+		delete(c.streams, name)
+	case KindUser:
+		delete(c.users, name)
+	}
 }
 
 // Source looks up a source.

@@ -48,7 +48,7 @@ func (c *Catalog) PutUser(u *User, replace, persist bool) error {
 		return &ErrUserExists{Name: u.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Put(KindUser, u.Name, u.Statement()); err != nil {
+		if err := c.log.Write(Change{Kind: KindUser, Name: u.Name, SQL: u.Statement(), Op: OpPut}); err != nil {
 			return fmt.Errorf("persist user %s: %w", u.Name, err)
 		}
 	}
@@ -65,7 +65,7 @@ func (c *Catalog) DropUser(name string) error {
 		return &ErrUserNotFound{Name: name}
 	}
 	if c.log != nil {
-		if err := c.log.Delete(KindUser, name); err != nil {
+		if err := c.log.Write(Change{Kind: KindUser, Name: name, Op: OpDrop}); err != nil {
 			return fmt.Errorf("persist drop of user %s: %w", name, err)
 		}
 	}

@@ -27,6 +27,19 @@ type Source interface {
 	// Topology of one stream; false when there is no such stream.
 	Topology(name string) (*Topology, bool)
 	Partitions() []Partition
+	// Members are the live processes of the app (SHOW CLUSTER).
+	Members() []Member
+}
+
+// Member is one row of the Cluster page.
+type Member struct {
+	Node         string `json:"node"`
+	PGAddr       string `json:"pg_addr"`
+	HTTPAddr     string `json:"http_addr"`
+	TasksOwned   int    `json:"tasks_owned"`
+	TasksStandby int    `json:"tasks_standby"`
+	State        string `json:"state"`
+	This         bool   `json:"this"` // the process serving the page
 }
 
 // Stream is one row of the Streams page.
@@ -119,6 +132,10 @@ func Handler(src Source) http.Handler {
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /api/streams", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Streams()) })
 	mux.HandleFunc("GET /api/partitions", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Partitions()) })
+	mux.HandleFunc("GET /api/cluster", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Members()) })
+	mux.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
+		page(w, "cluster", "Cluster", "/api/cluster", src.Members())
+	})
 	mux.HandleFunc("GET /api/topology", func(w http.ResponseWriter, r *http.Request) {
 		t, ok := src.Topology(r.URL.Query().Get("stream"))
 		if !ok {

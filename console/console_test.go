@@ -22,6 +22,9 @@ func (f *fakeSource) Topology(name string) (*Topology, bool) {
 	return nil, false
 }
 func (f *fakeSource) Partitions() []Partition { return nil }
+func (f *fakeSource) Members() []Member {
+	return []Member{{Node: "n1", PGAddr: "127.0.0.1:5433", HTTPAddr: "127.0.0.1:9464", TasksOwned: 3, State: "up", This: true}}
+}
 
 func get(t *testing.T, h http.Handler, path string) (int, string, string) {
 	t.Helper()
@@ -67,6 +70,13 @@ func TestHandler(t *testing.T) {
 	}
 	if code, _, body = get(t, h, "/topology?stream=per_user"); code != 200 || !strings.Contains(body, `data-api="/api/topology?stream=per_user"`) {
 		t.Fatalf("topology page: %d %s", code, body)
+	}
+	if code, _, body = get(t, h, "/cluster"); code != 200 || !strings.Contains(body, `data-api="/api/cluster"`) || !strings.Contains(body, `"n1"`) {
+		t.Fatalf("cluster page: %d %s", code, body)
+	}
+	var members []Member
+	if code, _, body = get(t, h, "/api/cluster"); code != 200 || json.Unmarshal([]byte(body), &members) != nil || len(members) != 1 || members[0].TasksOwned != 3 {
+		t.Fatalf("/api/cluster: %d %s", code, body)
 	}
 	if code, ct, body = get(t, h, "/assets/console.js"); code != 200 || !strings.Contains(body, "setInterval") {
 		t.Fatalf("console.js: %d %s", code, ct)

@@ -269,6 +269,21 @@ func (k *Client) ProduceSync(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
+// ProduceOne writes rec and waits for its acknowledgement or for ctx to
+// end, whichever comes first (ProduceSync waits out a broker outage even
+// after its ctx ends, once the record is buffered). A record given up on
+// may still be written later. On success rec.Offset is where it landed.
+func (k *Client) ProduceOne(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	k.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ReadAll reads topic from the start of every partition to its end at the
 // time of the call and hands each record to fn, in partition then offset
 // order.
@@ -276,16 +291,28 @@ func (k *Client) ReadAll(ctx context.Context, topic string, fn func(*kgo.Record)
 	return k.ReadTail(ctx, topic, -1, fn)
 }
 
+// ReadAllEnds is ReadAll that also returns where it stopped on each
+// partition, for a reader that follows the topic from there (NewTailAt)
+// without seeing a record twice or missing one.
+func (k *Client) ReadAllEnds(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
+	return k.readTail(ctx, topic, -1, fn)
+}
+
 // ReadTail is readAll limited to the last `last` records of each partition
 // (last < 0: all of them), as they are now.
 func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
+	_, err := k.readTail(ctx, topic, last, fn)
+	return err
+}
+
+func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	ends, err := k.EndOffsets(ctx, topic)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	starts, err := k.adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("list start offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
 	}
 	assign := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
@@ -303,7 +330,7 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 		}
 	}
 	if len(assign) == 0 {
-		return nil
+		return ends, nil
 	}
 	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
@@ -312,17 +339,17 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 		kgo.KeepControlRecords(), // the end may be a transaction's marker
 	)...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	byPart := map[int32][]*kgo.Record{}
 	for len(remaining) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		for _, fe := range fs.Errors() {
-			return fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			return nil, fmt.Errorf("read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := remaining[r.Partition]
@@ -345,11 +372,11 @@ func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func
 	for _, p := range parts {
 		for _, r := range byPart[p] {
 			if err := fn(r); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return ends, nil
 }
 
 // CreatePartitions grows topic to total partitions.

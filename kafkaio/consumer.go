@@ -141,6 +141,10 @@ func (k *Client) DeleteGroups(ctx context.Context, groups ...string) error {
 	}
 }
 
+// IsGroupNotEmpty reports a group that could not be deleted because it
+// has members: a process consumes with it right now.
+func IsGroupNotEmpty(err error) bool { return errors.Is(err, kerr.NonEmptyGroup) }
+
 func (k *Client) deleteGroups(ctx context.Context, groups []string) error {
 	resp, err := k.adm.DeleteGroups(ctx, groups...)
 	if err != nil {

@@ -79,6 +79,30 @@ func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom) (*Tai
 	return &Tail{cl: cl, topic: topic}, pending, nil
 }
 
+// NewTailAt follows topic from the given offset of each partition (a
+// partition not given: from its start), e.g. from where ReadAllEnds stopped.
+func (k *Client) NewTailAt(topic string, from map[int32]int64) (*Tail, error) {
+	offs := map[int32]kgo.Offset{}
+	for p, o := range from {
+		offs[p] = kgo.NewOffset().At(o)
+	}
+	opts := []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}
+	if len(offs) > 0 {
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	} else {
+		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	cl, err := kgo.NewClient(k.conn.Opts(opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: %w", topic, err)
+	}
+	return &Tail{cl: cl, topic: topic}, nil
+}
+
 // Poll waits until records arrive or ctx ends, and returns them in
 // partition order, each partition's in offset order, with the next offset
 // to read of each partition it read (transaction markers count, though

@@ -61,13 +61,25 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 		if err := topicOptions(cs.Options, [2]string{"dlq_topic", src.DLQTopic}); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.applySource(ctx, src, true); err != nil {
+		return nil, err
+	}
+	return &pgwire.Result{Tag: "ALTER SOURCE"}, nil
+}
+
+// applySource puts src in place of the source of its name and restarts
+// every stream reading it; persist writes it to the catalog log (not when
+// the follower applies another node's ALTER SOURCE).
+func (s *Server) applySource(ctx context.Context, src *catalog.Source, persist bool) error {
+	if src.OnError == "dlq" {
 		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, s.sizedLike(ctx, src.Topic)); err != nil {
-			return nil, err
+			return err
 		}
 		s.seedDeadLetters(ctx, src)
 	}
 	s.mu.Lock()
-	err = s.cat.ReplaceSource(src)
+	err := s.cat.ReplaceSource(src, persist)
 	var readers []string
 	for _, def := range s.cat.Streams() {
 		if rel, ok := s.cat.Relation(def.Input); ok && rel.Source != nil && rel.Source.Name == src.Name {
@@ -76,7 +88,7 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var failed []string
 	for _, name := range readers {
@@ -85,9 +97,27 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 		}
 	}
 	if len(failed) > 0 {
-		return nil, sql.Errorf(sql.CodeObjectInUse, "source %s altered, but streams could not restart: %s", src.Name, strings.Join(failed, "; "))
+		return sql.Errorf(sql.CodeObjectInUse, "source %s altered, but streams could not restart: %s", src.Name, strings.Join(failed, "; "))
 	}
-	return &pgwire.Result{Tag: "ALTER SOURCE"}, nil
+	return nil
+}
+
+// replaceSourceFrom applies a source's new statement from the catalog log
+// (another node's ALTER SOURCE).
+func (s *Server) replaceSourceFrom(ctx context.Context, text string) error {
+	stmt, err := sql.Parse(text)
+	if err != nil {
+		return err
+	}
+	cs, ok := stmt.(*sql.CreateSource)
+	if !ok {
+		return errNotSource
+	}
+	src, err := sourceFrom(cs, text)
+	if err != nil {
+		return err
+	}
+	return s.applySource(ctx, src, false)
 }
 
 // sourceSQL renders a CREATE SOURCE with its (possibly altered) options:

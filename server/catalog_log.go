@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -11,46 +14,188 @@ import (
 
 // catalogLog keeps the catalog in a compacted Kafka topic: one record per
 // object keyed "kind/name" holding the statement that created it, a
-// tombstone when it is dropped. Every node of an app replays the same log.
+// tombstone when it is dropped. Every node of an app replays the same log
+// at start and then follows it (catalog_follow.go).
+//
+// Record format, version 2: the value is still the statement (a version-1
+// reader replays it unchanged); headers say who wrote it and what it does,
+// so every node judges races the same way (catalog.Ledger):
+//
+//	turbine.catalog.v  "2"
+//	turbine.node       the writer's node id
+//	turbine.stmt       the statement's id (random, unique)
+//	turbine.op         create, alter, drop, put, repair
+//	turbine.reads      a stream's input relation
+//	turbine.planned    the strategy the cost rule chose for a stream
+//	turbine.undoes     on a drop: the statement id of the record it takes back
+//
+// A version-1 record (no headers) stands whatever came before it.
 type catalogLog struct {
 	k     *kafkaio.Client
 	topic string
+	node  string
+
+	mu      sync.Mutex
+	written []writtenRecord // by this node's statements, in order
+	// beforeWrite, when set, runs before each statement's record is
+	// written (tests hold a node there to race another).
+	beforeWrite func(catalog.Change)
 }
+
+// writtenRecord is where a statement's record landed.
+type writtenRecord struct {
+	key, stmt string
+	offset    int64
+}
+
+const catalogVersion = "2"
+
+// Header keys of catalog records.
+const (
+	hdrCatalogV = "turbine.catalog.v"
+	hdrNode     = "turbine.node"
+	hdrStmt     = "turbine.stmt"
+	hdrOp       = "turbine.op"
+	hdrReads    = "turbine.reads"
+	hdrPlanned  = "turbine.planned"
+	hdrUndoes   = "turbine.undoes"
+)
 
 type catalogEntry struct {
 	kind, name, sql string
 	offset          int64
+	rec             catalog.Record
 }
 
 // ensure creates the catalog topic (compacted) if it does not exist.
 func (l *catalogLog) ensure(ctx context.Context) error { return l.k.EnsureCompacted(ctx, l.topic, 1) }
 
-func (l *catalogLog) Put(kind catalog.Kind, name, sql string) error {
-	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: []byte(sql)}})
+// Write appends a statement's record and remembers where it landed, so the
+// statement can wait for every node's verdict on it (catalog.Log).
+func (l *catalogLog) Write(c catalog.Change) error {
+	if l.beforeWrite != nil {
+		l.beforeWrite(c)
+	}
+	key := string(c.Kind) + "/" + c.Name
+	undoes := ""
+	if c.Op == catalog.OpDrop {
+		// A drop of what this statement itself created (a stream that
+		// could not start) takes back that record only.
+		l.mu.Lock()
+		for _, w := range l.written {
+			if w.key == key {
+				undoes = w.stmt
+			}
+		}
+		l.mu.Unlock()
+	}
+	stmt := newStmtID()
+	off, err := l.write(context.Background(), c, stmt, undoes)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.written = append(l.written, writtenRecord{key: key, stmt: stmt, offset: off})
+	l.mu.Unlock()
+	return nil
 }
 
-func (l *catalogLog) Delete(kind catalog.Kind, name string) error {
-	return l.k.ProduceSync(context.Background(), []*kafkaio.Record{{Topic: l.topic, Key: []byte(string(kind) + "/" + name), Value: nil}})
+// write produces c and returns its offset.
+func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes string) (int64, error) {
+	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(catalogVersion)}, {Key: hdrNode, Value: []byte(l.node)},
+		{Key: hdrStmt, Value: []byte(stmt)}, {Key: hdrOp, Value: []byte(c.Op)}}
+	if c.Reads != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrReads, Value: []byte(c.Reads)})
+	}
+	if c.Planned != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrPlanned, Value: []byte(c.Planned)})
+	}
+	if undoes != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
+	}
+	var val []byte
+	if c.SQL != "" {
+		val = []byte(c.SQL)
+	}
+	r := &kafkaio.Record{Topic: l.topic, Key: []byte(string(c.Kind) + "/" + c.Name), Value: val, Headers: hs}
+	if err := l.k.ProduceOne(ctx, r); err != nil {
+		return 0, err
+	}
+	return r.Offset, nil
+}
+
+// mark and since bracket one statement: the records written in between
+// are its own (statements of one node are serialised by Server.ddlMu).
+func (l *catalogLog) mark() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.written = nil
+}
+
+func (l *catalogLog) since() []writtenRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.written
+	l.written = nil
+	return out
+}
+
+func newStmtID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// decodeCatalog reads a record of the catalog topic. ok is false for a key
+// that names no object.
+func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool) {
+	kind, name, found := strings.Cut(string(r.Key), "/")
+	if !found {
+		return rec, false
+	}
+	rec = catalog.Record{Change: catalog.Change{Kind: catalog.Kind(kind), Name: name, SQL: string(r.Value)}, Offset: r.Offset}
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case hdrNode:
+			rec.Node = v
+		case hdrStmt:
+			rec.Stmt = v
+		case hdrOp:
+			rec.Op = catalog.Op(v)
+		case hdrReads:
+			rec.Reads = v
+		case hdrPlanned:
+			rec.Planned = v
+		case hdrUndoes:
+			rec.Undoes = v
+		}
+	}
+	return rec, true
 }
 
 // load returns the live entries: users and sources first (a source's
 // record moves to the end of the log when ALTER SOURCE rewrites it, and no
 // source depends on another), then streams in the order they were created,
-// so a stream comes after the relations it reads.
-func (l *catalogLog) load(ctx context.Context) ([]catalogEntry, error) {
+// so a stream comes after the relations it reads. The last record of each
+// key is its state (a record that lost a race is followed by a repair),
+// which is also all that compaction keeps. ends is where the read stopped,
+// where following the log goes on.
+func (l *catalogLog) load(ctx context.Context) (entries []catalogEntry, ends map[int32]int64, err error) {
 	live := map[string]catalogEntry{}
-	err := l.k.ReadAll(ctx, l.topic, func(r *kafkaio.Record) error {
+	ends, err = l.k.ReadAllEnds(ctx, l.topic, func(r *kafkaio.Record) error {
 		key := string(r.Key)
 		if r.Value == nil {
 			delete(live, key)
 			return nil
 		}
 		kind, name, _ := strings.Cut(key, "/")
-		live[key] = catalogEntry{kind: kind, name: name, sql: string(r.Value), offset: r.Offset}
+		rec, _ := decodeCatalog(r)
+		live[key] = catalogEntry{kind: kind, name: name, sql: string(r.Value), offset: r.Offset, rec: rec}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]catalogEntry, 0, len(live))
 	for _, e := range live {
@@ -68,5 +213,5 @@ func (l *catalogLog) load(ctx context.Context) ([]catalogEntry, error) {
 		}
 		return out[i].offset < out[j].offset
 	})
-	return out, nil
+	return out, ends, nil
 }

@@ -274,6 +274,20 @@ func distribution(m series, records, bytes string, want map[string]string, n int
 	return bars
 }
 
+// Members is the Cluster page: the app's live processes.
+func (c *consoleSource) Members() []console.Member {
+	ms := c.s.members.Load()
+	if ms == nil {
+		return nil
+	}
+	var out []console.Member
+	for _, m := range ms.Members() {
+		out = append(out, console.Member{Node: m.Node, PGAddr: m.PGAddr, HTTPAddr: m.HTTPAddr, TasksOwned: m.TasksOwned,
+			TasksStandby: m.TasksStandby, State: m.State, This: m.Node == c.s.nodeID})
+	}
+	return out
+}
+
 func (c *consoleSource) Partitions() []console.Partition {
 	m := c.scrape()
 	s := c.s

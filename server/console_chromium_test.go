@@ -196,6 +196,15 @@ func TestConsoleChromium(t *testing.T) {
 	}
 	shot("partitions.png")
 
+	// The cluster page lists this process from its own heartbeat.
+	body = text(base+"/cluster", "table")
+	for _, want := range []string{srv.nodeID, srv.PGAddr(), "this node", "up"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("cluster page lacks %q:\n%s", want, body)
+		}
+	}
+	shot("cluster.png")
+
 	// The page keeps itself current: a stream created after it loaded
 	// shows up, with no reload.
 	text(base+"/", "table")

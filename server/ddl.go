@@ -8,6 +8,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
@@ -229,6 +230,8 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 			}
 			planner.ChooseByCost(p, est)
 		}
+		// Recorded with the stream, so the other nodes run its plan.
+		def.Planned = p.Strategy
 	}
 	def.Input = p.Input.Name
 	if st.EmitEveryMs > 0 {
@@ -279,7 +282,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		if err := s.dropStreamState(def.Name, p); err != nil {
 			return nil, err
 		}
-		if err := s.dropStreamGroups(ctx, def.Name, p); err != nil {
+		if err := s.dropOldGroups(ctx, def.Name, p); err != nil {
 			return nil, err
 		}
 	}
@@ -422,6 +425,36 @@ func (s *Server) dropStreamGroups(ctx context.Context, name string, p *planner.P
 		logs = append(logs, changelogTopic(g))
 	}
 	return s.kafka.DeleteTopics(ctx, logs...)
+}
+
+// oldGroupsWait is how long a CREATE STREAM waits for the consumer groups
+// of an earlier stream of its name to empty: other nodes leave them as
+// they follow the DROP, within milliseconds.
+const oldGroupsWait = 3 * time.Second
+
+// dropOldGroups deletes what an earlier stream of this name left
+// (dropStreamGroups) before a new one starts. A group that keeps members
+// means the name runs elsewhere: a stream another node created at the same
+// moment, whose record this node has not read yet. The CREATE then fails,
+// writing nothing, rather than delete a running stream's groups.
+func (s *Server) dropOldGroups(ctx context.Context, name string, p *planner.Plan) error {
+	deadline := time.Now().Add(oldGroupsWait)
+	for {
+		err := s.dropStreamGroups(ctx, name, p)
+		if err == nil || !kafkaio.IsGroupNotEmpty(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return &sql.Error{Code: sql.CodeObjectInUse, Err: err,
+				Message: fmt.Sprintf("stream %s: a stream of that name runs on another node (its consumer group has members)", name),
+				HintMsg: "another node created it at the same moment, or has not stopped an earlier one yet: SHOW STREAMS, then retry or pick another name"}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a

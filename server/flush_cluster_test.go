@@ -140,6 +140,25 @@ func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
 			return testutil.ToFloat64(srv.metrics.StandbyRecords.WithLabelValues("w")) >= perPart
 		})
 	}
+	// SHOW CLUSTER counts each server's copies (heartbeats, every second).
+	cb0 := connect(ctx, t, b)
+	waitOwned(t, "SHOW CLUSTER to count a standby copy on each server", func() bool {
+		rows, err := cb0.Query(ctx, "SHOW CLUSTER")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		copies := map[string]int64{}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			copies[vals[0].(string)] = vals[4].(int64)
+		}
+		return copies[a.nodeID] == 1 && copies[b.nodeID] == 1
+	})
+	cb0.Close(ctx)
 	before := testutil.ToFloat64(b.metrics.RestoredRecords.WithLabelValues("w"))
 	a.Close()
 	aUp = false

@@ -21,10 +21,10 @@ type failedObject struct {
 // refuses, a stream whose input failed) is logged, skipped and its object
 // marked failed: one bad record must not keep the whole app from starting,
 // and /readyz and SHOW STREAMS say what is wrong.
-func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
-	entries, err := clog.load(ctx)
+func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) ([]catalogEntry, map[int32]int64, error) {
+	entries, ends, err := clog.load(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if len(entries) > 0 {
 		s.log.Info("restoring the catalog", "records", len(entries), "topic", clog.topic)
@@ -49,7 +49,7 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) error {
 	if len(entries) > 0 {
 		s.log.Info("catalog restored", "records", len(entries), "failed", len(s.failedObjects()))
 	}
-	return nil
+	return entries, ends, nil
 }
 
 func (s *Server) replayEntry(ctx context.Context, e catalogEntry) error {
@@ -106,7 +106,7 @@ func (s *Server) dropFailed(kind catalog.Kind, name string) (bool, error) {
 	if _, ok := s.failed[key]; !ok {
 		return false, nil
 	}
-	if err := s.clog.Delete(kind, name); err != nil {
+	if err := s.clog.Write(catalog.Change{Kind: kind, Name: name, Op: catalog.OpDrop}); err != nil {
 		return true, err
 	}
 	delete(s.failed, key)

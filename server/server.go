@@ -28,6 +28,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/barrier"
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/cluster"
 	"github.com/turbinesql/turbinesql/console"
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -192,6 +193,19 @@ type Server struct {
 
 	clog     *catalogLog
 	replayed atomic.Bool // the catalog has been replayed (for /readyz)
+	// ddlMu runs this node's catalog statements one at a time
+	// (serialDDL); catMu guards cf, the catalog follower's position.
+	ddlMu sync.Mutex
+	catMu sync.Mutex
+	cf    catalogFollow
+	bg    context.Context // the server's background work, until Close
+	bgWG  sync.WaitGroup  // background work that uses the state store
+	// members is the app's membership (members.go), heartbeating until
+	// membersStop; membersDone closes when it has stopped.
+	members     atomic.Pointer[cluster.Membership] // set once Start has begun heartbeats; HTTP may ask before
+	membersStop context.CancelFunc
+	membersDone chan struct{}
+	leaving     atomic.Bool // Close has begun
 
 	brokerMu    sync.Mutex
 	brokerUp    bool // Kafka answered at the last check
@@ -281,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog"}
+	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog", node: s.nodeID}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
 	s.subscriptions = newSubscriptionsGauge(reg)
@@ -300,7 +314,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	s.bgCancel = cancel
+	s.bg, s.bgCancel = bg, cancel
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 	pingErr := k.Ping(pctx)
 	pcancel()
@@ -327,6 +341,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pgwire listen on %s: %w (pass --pg-addr)", cfg.PGAddr, err)
 	}
 	s.warnIfExposed(s.pgLn)
+	// Heartbeats name the pgwire address, and SHOW CLUSTER reads them.
+	if err := s.startMembership(); err != nil {
+		return nil, err
+	}
 	go func() { _ = s.pg.Serve(s.pgLn) }()
 	owner := []string{"pgwire", s.pgLn.Addr().String()}
 	if s.httpLn != nil {
@@ -351,9 +369,14 @@ func (s *Server) boot(ctx context.Context) error {
 	if _, err := s.kafka.EnsureTopic(ctx, s.flushTopic(), 1, flushTopicConfig); err != nil {
 		return err
 	}
-	if err := s.replayCatalog(ctx, s.clog); err != nil {
+	entries, ends, err := s.replayCatalog(ctx, s.clog)
+	if err != nil {
 		return err
 	}
+	// Followed from where the replay ended: DDL of the other nodes
+	// applies here from now on. bootstrapUser's record comes back
+	// through it, as this node's own, already applied.
+	s.startFollowingCatalog(s.bg, entries, ends)
 	if err := s.bootstrapUser(); err != nil {
 		return err
 	}
@@ -381,9 +404,13 @@ func (s *Server) Embedded() bool { return s.broker != nil }
 // Close stops accepting clients, lets every stream finish its batch and
 // persist, then closes state and Kafka.
 func (s *Server) Close() {
+	s.leaveCluster()
 	if s.bgCancel != nil {
 		s.bgCancel()
 	}
+	// The catalog follower may be applying a record: let it finish
+	// before the streams and the store close under it.
+	s.bgWG.Wait()
 	if s.pg != nil {
 		_ = s.pg.Close()
 	}

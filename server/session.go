@@ -131,7 +131,22 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	if err := s.srv.authorize(s.user, stmt); err != nil {
 		return nil, err
 	}
+	run := func() (*pgwire.Result, error) { return s.run(ctx, stmt, bound) }
 	var res *pgwire.Result
+	if writesCatalog(stmt) {
+		res, err = s.srv.serialDDL(ctx, run)
+	} else {
+		res, err = run()
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	s.srv.logDDL(stmt, res, s.user)
+	return res, nil
+}
+
+// run executes a parsed, authorised statement.
+func (s *session) run(ctx context.Context, stmt sql.Statement, bound string) (res *pgwire.Result, err error) {
 	switch st := stmt.(type) {
 	case *sql.DropUser: // needs to know who asks
 		res, err = s.srv.dropUser(st, s.user)
@@ -154,11 +169,7 @@ func (s *session) Execute(ctx context.Context, text string, params []pgwire.Para
 	default:
 		res, err = s.srv.execute(ctx, stmt, bound)
 	}
-	if err != nil {
-		return nil, classify(err)
-	}
-	s.srv.logDDL(stmt, res, s.user)
-	return res, nil
+	return res, err
 }
 
 // logDDL writes one info line per statement that changes the catalog.

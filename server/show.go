@@ -35,6 +35,8 @@ func showColumns(what string) []pgwire.Column {
 		return textColumns(showSourceCols...)
 	case "USERS":
 		return textColumns("name", "role")
+	case "CLUSTER":
+		return showClusterColumns()
 	case "TABLES":
 		return textColumns("name", "kind", "topic")
 	case "STREAMS":
@@ -57,6 +59,8 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 	switch st.What {
 	case "USERS":
 		return s.showUsers(), nil
+	case "CLUSTER":
+		return s.showCluster(), nil
 	case "TABLES":
 		// What a new user coming from MySQL asks for: every relation a
 		// SELECT can read, sources and streams, by name.

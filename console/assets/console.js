@@ -114,7 +114,21 @@
       "key groups owned", "placement", "node"], rows);
   }
 
-  var render = { streams: renderStreams, topology: renderTopology, partitions: renderPartitions }[page];
+  // renderCluster: one row per live process of the app; the console of
+  // another links to it through its HTTP address.
+  function renderCluster(members) {
+    if (!members || members.length === 0) return el("p", { class: "empty", text: "No heartbeat read yet from the control topic." });
+    var rows = members.map(function (m) {
+      var node = m.http_addr && !m.this ? el("a", { href: "http://" + m.http_addr + "/cluster", text: m.node }) : el("span", { text: m.node });
+      return el("tr", { "data-node": m.node, class: m.this ? "this-node" : "" }, [
+        el("td", {}, [node]), cell(m.pg_addr), cell(m.http_addr || ""), cell(num(m.tasks_owned), "num"),
+        cell(num(m.tasks_standby), "num"), cell(m.state + (m.this ? " (this node)" : ""))
+      ]);
+    });
+    return table(["node", "pgwire", "http", "tasks owned", "tasks in standby", "state"], rows);
+  }
+
+  var render = { streams: renderStreams, topology: renderTopology, partitions: renderPartitions, cluster: renderCluster }[page];
 
   function show(data) {
     if (!render) return;

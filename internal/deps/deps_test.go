@@ -25,11 +25,14 @@ func TestDependencyDirection(t *testing.T) {
 		pkgs      []string
 		forbidden []string
 	}{
-		{[]string{"agg", "window", "shuffle", "state", "types", "exec", "catalog", "sql", "sizing", "pgcat"},
+		{[]string{"agg", "window", "shuffle", "state", "types", "exec", "catalog", "sql", "sizing", "pgcat", "cluster"},
 			[]string{mod + "planner", mod + "pgwire", mod + "server", mod + "cmd/", mod + "bounded"}},
 		{[]string{"planner"}, []string{mod + "bounded", mod + "server"}},
 		{[]string{"sql", "types", "agg", "exec", "planner", "catalog", "pgwire", "sizing", "pgcat", "bounded"},
 			[]string{"github.com/twmb/franz-go"}},
+		// Membership reaches the control topic through its own Log
+		// interface, so it is tested without a broker.
+		{[]string{"cluster"}, []string{"github.com/twmb/franz-go", mod + "kafkaio", mod + "dataflow"}},
 		{[]string{"pgwire"}, []string{mod + "sql", mod + "catalog", mod + "exec"}},
 		// The runtime never sees the server: it gets what it needs through
 		// its own small interfaces.
