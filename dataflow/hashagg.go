@@ -13,6 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -136,7 +137,8 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
-		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
+		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
+		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	if h.StateTTL > 0 && h.Plan.Window == nil {
 		h.cache.stamped, h.cache.now = true, env.Now
 		h.lastSweep = env.Now()
@@ -559,6 +561,9 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		c.Closed, c.HasClosed = h.wm, true
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		if ref.Partial {
+			return c.State.PutGroupDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), h.cache.stamp(val))
+		}
 		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, h.cache.stamp(val))
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
