@@ -53,10 +53,10 @@ type SlotMeta struct {
 	// Blind: created in a cold window without reading what the store
 	// holds of the group; it holds only the rows since (cache.go).
 	Blind bool
-	live   bool
-	off    uint32 // key bytes in the window's arena
-	klen   uint32
-	pos    uint32 // index in its window's slots
+	live  bool
+	off   uint32 // key bytes in the window's arena
+	klen  uint32
+	pos   uint32 // index in its window's slots
 }
 
 func (m *SlotMeta) key(arena []byte) []byte { return arena[m.off : m.off+m.klen] }
