@@ -65,6 +65,9 @@ type groupCache struct {
 	// next run's Gen, are past the Gen it wrote under (state never goes
 	// back to input it has folded in).
 	delta state.DeltaID
+	// writes gathers a commit's changed groups, to be written in key
+	// order (its memory is reused from one commit to the next).
+	writes state.GroupWrites
 }
 
 // nextDelta is a fresh partial's id.

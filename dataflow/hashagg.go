@@ -537,6 +537,9 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		}
 	}
 	h.draining = h.draining[:0]
+	if h.Plan.Window != nil {
+		return h.commitWindowed(c)
+	}
 	if err := c.State.Absorb(h.cache.pending); err != nil {
 		return err
 	}
@@ -569,6 +572,50 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
 	}); err != nil {
 		return err
+	}
+	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
+	return nil
+}
+
+// commitWindowed is commitCached of a windowed aggregation: the changed
+// groups and the evicted ones are written in key order (AbsorbSorted),
+// then the expired windows' deletions. Deleting
+// after writing is safe: a window expiring now has no groups in memory
+// any more (ExpireCold closed it), and its evicted ones are deleted with
+// it.
+func (h *HashAgg) commitWindowed(c *Commit) error {
+	p := h.cache.pending
+	var dels []exec.StateRef
+	var cold []int64
+	if h.hasWM {
+		dels, cold = h.agg.ExpireCold(h.wm)
+		c.Closed, c.HasClosed = h.wm, true
+	}
+	w := &h.cache.writes
+	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		if ref.Partial {
+			w.PutDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), val)
+		} else {
+			w.Put(ref.Window, ref.KG, ref.Key, val)
+		}
+		return nil
+	}, func(ref exec.StateRef) error {
+		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
+	}); err != nil {
+		return err
+	}
+	if err := c.State.AbsorbSorted(p, w); err != nil {
+		return err
+	}
+	for _, ref := range dels {
+		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+			return err
+		}
+	}
+	for _, w := range cold {
+		if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
+			return err
+		}
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil

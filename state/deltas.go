@@ -54,7 +54,10 @@ func realKG(stored uint16) uint16 {
 }
 
 func appendDeltaKey(dst []byte, stream string, window int64, kg uint16, key []byte, id DeltaID) []byte {
-	dst = appendGroupKey(dst, stream, window, deltaKG(kg), key)
+	return appendDeltaKeyID(appendGroupKey(dst, stream, window, deltaKG(kg), key), id)
+}
+
+func appendDeltaKeyID(dst []byte, id DeltaID) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, id.Gen)
 	return binary.BigEndian.AppendUint64(dst, id.Seq)
 }
