@@ -48,9 +48,11 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 			if name == "tumble_emit_every" {
 				every = 2 * time.Second
 			}
-			small, smallMax, deltas := runCached(t, q, rows, NewCacheBudget(1), false, every)
-			full, fullMax, _ := runCached(t, q, rows, nil, false, every)
-			eager, _, _ := runCached(t, q, rows, nil, true, every)
+			// The 1 MB run's clean restart is on another node: an empty
+			// disk, restored from the changelog of its commits.
+			small, smallMax, deltas := runCached(t, q, rows, NewCacheBudget(1), false, every, true)
+			full, fullMax, _ := runCached(t, q, rows, nil, false, every, false)
+			eager, _, _ := runCached(t, q, rows, nil, true, every, false)
 			if !slices.Equal(full, eager) {
 				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
 			}
@@ -93,10 +95,12 @@ func firstDiff(a, b []string) string {
 
 // runCached feeds rows in batches of 500, committing every 4 batches with
 // the watermark 5 s behind, crashes once (the input since the last commit
-// is read again) and restarts cleanly once, then flushes. It returns every
-// record produced, sorted, the most groups held in memory and how many
-// partials of blind groups the runs stored or lost in the crash.
-func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool, every time.Duration) (out []string, maxGroups int, deltas uint64) {
+// is read again) and restarts cleanly once (move: on another store,
+// rebuilt from the changelog of every commit before), then flushes. It
+// returns every record produced, sorted, the most groups held in memory
+// and how many partials of blind groups the runs stored or lost in the
+// crash.
+func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool, every time.Duration, move bool) (out []string, maxGroups int, deltas uint64) {
 	p := planOf(t, q, "auto")
 	store, err := state.Open(t.TempDir(), nil)
 	if err != nil {
@@ -109,6 +113,7 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 	}
 	var r *rig
 	var h *HashAgg
+	var changelog []state.Change
 	start := func() {
 		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every}
 		schema := p.Output
@@ -117,6 +122,7 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 		}
 		r = newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: timeIdx}, h,
 			&Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema})
+		r.changelog = &changelog
 		if n := h.Aggregator().Table.Len(); n != 0 && h.cache != nil {
 			t.Fatalf("%d groups loaded at start: the restore is not lazy", n)
 		}
@@ -171,6 +177,9 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 		if !restarted && off > 2*int64(len(rows))/3 {
 			restarted = true
 			stop()
+			if move {
+				store = moveStore(t, changelog)
+			}
 			start()
 		}
 	}
@@ -183,6 +192,28 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager
 }
 
 var _ = kafkaio.Record{}
+
+// moveStore is a new store holding partition 0's state of "s" rebuilt from
+// its changelog, as another node restores it.
+func moveStore(t *testing.T, changelog []state.Change) *state.Store {
+	t.Helper()
+	st, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := st.NewRestore("s", 0)
+	defer r.Close()
+	for _, c := range changelog {
+		if err := r.Apply(c.Key, state.EncodeChange(c.Value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Write(int64(len(changelog))); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 // TestHopReclosesOnlyItsOwnWindows: two tasks share a store; one closes a
 // HOP window and commits, the other has not reached it. Restarted, the

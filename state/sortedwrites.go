@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	stdcmp "cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -24,11 +25,16 @@ type GroupWrites struct {
 	ents  []groupWrite
 	arena []byte
 	kbuf  []byte
+	order []sortRec // ents in key order (sort)
+	wins  []int64
 }
 
 type groupWrite struct {
-	window   int64
-	kg       uint16 // as stored: deltaKG for a partial
+	window int64
+	kg     uint16 // as stored: deltaKG for a partial
+	// pre is the key's first 8 bytes, big-endian (zero-padded): most
+	// comparisons end there, on a number, not in bytes.Compare.
+	pre      uint64
 	id       DeltaID
 	key, val span
 }
@@ -36,7 +42,9 @@ type groupWrite struct {
 type span struct{ off, n uint32 }
 
 func (w *GroupWrites) add(window int64, kg uint16, id DeltaID, key, val []byte) {
-	e := groupWrite{window: window, kg: kg, id: id, key: span{uint32(len(w.arena)), uint32(len(key))}}
+	var pre [8]byte
+	copy(pre[:], key)
+	e := groupWrite{window: window, kg: kg, pre: binary.BigEndian.Uint64(pre[:]), id: id, key: span{uint32(len(w.arena)), uint32(len(key))}}
 	w.arena = append(w.arena, key...)
 	e.val = span{uint32(len(w.arena)), uint32(len(val))}
 	w.arena = append(w.arena, val...)
@@ -67,25 +75,52 @@ func (w *GroupWrites) storeKey(stream string, e *groupWrite) []byte {
 	return w.kbuf
 }
 
-// sort orders the writes as their store keys: window (signed, as the
-// key's flipped sign bit orders it), stored key group, key (group keys are
-// self-delimiting, so no key is a prefix of another and bytes order is
-// the store's), then a partial's id.
+// sortRec is a write's place in the sort: 24 bytes to move, not the
+// whole groupWrite, and most comparisons decided on two numbers.
+type sortRec struct {
+	hi  uint64 // the rank of the write's window among the commit's, then its stored key group
+	pre uint64 // groupWrite.pre
+	i   uint32 // index in ents
+}
+
+// sort orders the writes (w.order) as their store keys: window (signed,
+// as the key's flipped sign bit orders it), stored key group, key (group
+// keys are self-delimiting, so no key is a prefix of another and bytes
+// order is the store's), then a partial's id.
 func (w *GroupWrites) sort() {
-	slices.SortFunc(w.ents, func(a, b groupWrite) int {
-		if c := stdcmp.Compare(a.window, b.window); c != 0 {
+	w.wins = w.wins[:0]
+	for i := range w.ents {
+		if n := len(w.wins); n == 0 || w.wins[n-1] != w.ents[i].window {
+			w.wins = append(w.wins, w.ents[i].window)
+		}
+	}
+	slices.Sort(w.wins)
+	w.wins = slices.Compact(w.wins)
+	w.order = w.order[:0]
+	last, rank := int64(0), -1
+	for i := range w.ents {
+		e := &w.ents[i]
+		if rank < 0 || e.window != last {
+			rank, _ = slices.BinarySearch(w.wins, e.window)
+			last = e.window
+		}
+		w.order = append(w.order, sortRec{hi: uint64(rank)<<16 | uint64(e.kg), pre: e.pre, i: uint32(i)})
+	}
+	slices.SortFunc(w.order, func(a, b sortRec) int {
+		if c := stdcmp.Compare(a.hi, b.hi); c != 0 {
 			return c
 		}
-		if c := stdcmp.Compare(a.kg, b.kg); c != 0 {
+		if c := stdcmp.Compare(a.pre, b.pre); c != 0 {
 			return c
 		}
-		if c := bytes.Compare(w.bytes(a.key), w.bytes(b.key)); c != 0 {
+		x, y := &w.ents[a.i], &w.ents[b.i]
+		if c := bytes.Compare(w.bytes(x.key), w.bytes(y.key)); c != 0 {
 			return c
 		}
-		if c := stdcmp.Compare(a.id.Gen, b.id.Gen); c != 0 {
+		if c := stdcmp.Compare(x.id.Gen, y.id.Gen); c != 0 {
 			return c
 		}
-		return stdcmp.Compare(a.id.Seq, b.id.Seq)
+		return stdcmp.Compare(x.id.Seq, y.id.Seq)
 	})
 }
 
@@ -103,8 +138,8 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 		}
 		valid = it.First()
 	}
-	for i := range w.ents {
-		e := &w.ents[i]
+	for _, r := range w.order {
+		e := &w.ents[r.i]
 		k := w.storeKey(p.stream, e)
 		for ; valid && bytes.Compare(it.Key(), k) <= 0; valid = it.Next() {
 			if err := b.b.Set(it.Key(), it.Value(), nil); err != nil {
