@@ -72,7 +72,7 @@ func (s *Store) MigrateLegacy(stream string, p int32, owned []uint16) (int, erro
 					it.Close()
 					return 0, err
 				}
-				if !own[kg] {
+				if !own[realKG(kg)] { // a partial (deltas.go) goes with its group
 					continue
 				}
 				nk = GroupKey(scope, w, kg, key)
