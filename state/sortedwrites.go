@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -13,6 +14,10 @@ import (
 // GroupWrites gathers a commit's changed groups and partials of a cached
 // aggregation, so that they are written in key order together with the
 // pending (evicted) ones (Batch.AbsorbSorted).
+//
+// The writes are a copy of the changed groups, held until the commit's
+// batch has them: a commit's memory grows by their size (at most the
+// task's cache share), and more than 8 MB of it is not kept for the next.
 //
 // Why in order: Pebble inserts a batch into its memtable one key at a
 // time, and a batch over half a memtable it sorts whole before flushing
@@ -166,6 +171,18 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 		}
 		p.b.Reset()
 	}
-	w.ents, w.arena = w.ents[:0], w.arena[:0]
+	w.reset()
 	return nil
+}
+
+// keepWrites is the most memory GroupWrites keeps from one commit to the
+// next: a commit of a large cache share's groups lets go of its copy.
+const keepWrites = 8 << 20
+
+func (w *GroupWrites) reset() {
+	if cap(w.arena)+cap(w.ents)*int(unsafe.Sizeof(groupWrite{}))+cap(w.order)*int(unsafe.Sizeof(sortRec{})) > keepWrites {
+		*w = GroupWrites{}
+		return
+	}
+	w.ents, w.arena, w.order = w.ents[:0], w.arena[:0], w.order[:0]
 }
