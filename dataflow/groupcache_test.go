@@ -275,3 +275,31 @@ func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
 		t.Fatalf("window [5 s, 25 s) after the restart: %v, want one pane of 20 rows", next)
 	}
 }
+
+// TestBlindWritesOnlyWhereExact: a cached aggregation writes blind only
+// when it has windows and every aggregate merges exactly; others read.
+func TestBlindWritesOnlyWhereExact(t *testing.T) {
+	cases := []struct {
+		q    string
+		want bool
+	}{
+		{tumbleSQL, true},
+		{`CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, MAX(v) AS m, AVG(v) AS a
+			FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)`, true},
+		{`CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(DISTINCT u) AS n
+			FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`, false},
+		{`CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v * 0.5) AS half
+			FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`, false},
+		{`CREATE STREAM s AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`, false},
+	}
+	for _, c := range cases {
+		h := &HashAgg{Plan: planOf(t, c.q, "auto"), Cache: NewCacheBudget(1)}
+		r := newRig(t, nil, 0, 1, h)
+		if got := h.Aggregator().BlindWrites(); got != c.want {
+			t.Errorf("%s: blind writes %v, want %v", c.q, got, c.want)
+		}
+		for _, op := range r.ops {
+			op.Close()
+		}
+	}
+}
