@@ -82,7 +82,8 @@ fuzz:
 # encoding/json, and end to end (broker in a child process) TUMBLE and HOP
 # against a read-only consumer; the repartition and combine hops against
 # each other under Zipf skew; and keyed state larger than the group cache
-# (bench/state; 10^7 keys: go run ./bench/state -keys 10000000).
+# (bench/state, with 10^4 keys in memory as its reference; 10^7 keys:
+# go run ./bench/state -keys 10000000 -cache-mb 64).
 bench:
 	$(GO) run ./bench/hashagg -rows 10000000
 	$(GO) run ./bench/decode -records 2000000
@@ -93,6 +94,7 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 	$(GO) run ./bench/eos -events 1000000 -keys 10000
+	$(GO) run ./bench/state -keys 10000 -cache-mb 0
 	$(GO) run ./bench/state -keys 100000,1000000 -cache-mb 64,1024
 
 # The crash/restart audit (package audit, `turbinesql audit`): the server as
