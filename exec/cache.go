@@ -13,9 +13,11 @@ import (
 // grouper's form, and cold ones live only in a GroupStore. A window (or
 // HOP slice) any group of which may be in the store and not in memory is
 // cold: a new group of a cold window is looked up in the store before it
-// is folded into, and a cold window closes by reading its groups from the
-// store in order, merged with the hot ones, a chunk at a time. A window
-// that never lost a group to the store costs nothing extra.
+// is folded into (or, writing blind, started empty and stored as a
+// partial: see UseStore), and a cold window closes by reading its groups
+// and partials from the store in order, merged with the hot ones, a chunk
+// at a time. A window that never lost a group to the store costs nothing
+// extra.
 
 // GroupStore is where cold groups live.
 type GroupStore interface {
