@@ -564,9 +564,7 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		c.Closed, c.HasClosed = h.wm, true
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
-		if ref.Partial {
-			return c.State.PutGroupDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), h.cache.stamp(val))
-		}
+		// Never a partial: an unwindowed aggregation reads (UseStore).
 		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, h.cache.stamp(val))
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)

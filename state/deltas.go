@@ -69,11 +69,6 @@ func (p *Pending) PutDelta(window int64, kg uint16, key []byte, id DeltaID, val 
 	return p.b.Set(p.kbuf, val, nil)
 }
 
-// PutGroupDelta stores a delta of a group of a cached aggregation.
-func (b *Batch) PutGroupDelta(window int64, kg uint16, key []byte, id DeltaID, val []byte) error {
-	return b.b.Set(appendDeltaKey(nil, b.scope, window, kg, key, id), val, nil)
-}
-
 // ScanDeltas is ScanWindow over the window's deltas: each comes with its
 // group's key group and key (its id stripped), a group's deltas one after
 // another, in (key group, key) order.

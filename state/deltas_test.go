@@ -42,6 +42,7 @@ func TestGroupDeltas(t *testing.T) {
 	p := st.NewPending(scope)
 	defer p.Close()
 	b := st.NewScopedBatch("s", 0)
+	var w GroupWrites
 	seq := uint64(0)
 	for _, kg := range kgs {
 		for i := 0; i < 3; i++ {
@@ -57,12 +58,11 @@ func TestGroupDeltas(t *testing.T) {
 				id := DeltaID{Gen: uint64(2 - d), Seq: seq}
 				v := []byte(fmt.Sprintf("d%d", seq))
 				if d%2 == 0 {
-					err = p.PutDelta(7, kg, k, id, v)
+					if err := p.PutDelta(7, kg, k, id, v); err != nil {
+						t.Fatal(err)
+					}
 				} else {
-					err = b.PutGroupDelta(7, kg, k, id, v)
-				}
-				if err != nil {
-					t.Fatal(err)
+					w.PutDelta(7, kg, k, id, v) // with the commit
 				}
 			}
 		}
@@ -71,7 +71,10 @@ func TestGroupDeltas(t *testing.T) {
 	if err := b.PutGroup(8, 3, key(1), []byte("other")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutGroupDelta(8, 3, key(1), DeltaID{}, []byte("other")); err != nil {
+	w.PutDelta(8, 3, key(1), DeltaID{}, []byte("other"))
+	none := st.NewPending(scope)
+	defer none.Close()
+	if err := b.AbsorbSorted(none, &w); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(); err != nil {
