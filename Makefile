@@ -82,8 +82,7 @@ fuzz:
 # encoding/json, and end to end (broker in a child process) TUMBLE and HOP
 # against a read-only consumer; the repartition and combine hops against
 # each other under Zipf skew; and keyed state larger than the group cache
-# (bench/state, with 10^4 keys in memory as its reference; 10^7 keys:
-# go run ./bench/state -keys 10000000 -cache-mb 64).
+# (bench/state; 10^7 keys: go run ./bench/state -keys 10000000).
 bench:
 	$(GO) run ./bench/hashagg -rows 10000000
 	$(GO) run ./bench/decode -records 2000000
