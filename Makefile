@@ -94,6 +94,7 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 2
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 	$(GO) run ./bench/eos -events 1000000 -keys 10000
+	$(GO) run ./bench/state -keys 10000 -cache-mb 0
 	$(GO) run ./bench/state -keys 100000,1000000 -cache-mb 64,1024
 	$(GO) run ./bench/scale -events 2000000 -members 3
 

@@ -58,6 +58,23 @@ type groupCache struct {
 	stamped bool
 	now     func() time.Time
 	buf     []byte
+	// delta is the id of the next partial of a blind group (exec's
+	// StateRef.Partial) this task stores: Gen is the input offset the
+	// task restarted at, Seq counts from 0. Unique: every partial a run
+	// commits comes from input it read, so its commits' offsets, and the
+	// next run's Gen, are past the Gen it wrote under (state never goes
+	// back to input it has folded in).
+	delta state.DeltaID
+	// writes gathers a commit's changed groups, to be written in key
+	// order (its memory is reused from one commit to the next).
+	writes state.GroupWrites
+}
+
+// nextDelta is a fresh partial's id.
+func (g *groupCache) nextDelta() state.DeltaID {
+	id := g.delta
+	g.delta.Seq++
+	return id
 }
 
 // stamp prefixes a group's encoding with the time now when stored groups
@@ -100,11 +117,18 @@ func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) er
 }
 
 func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
+	if ref.Partial {
+		return g.pending.PutDelta(ref.Window, ref.KG, ref.Key, g.nextDelta(), g.stamp(val))
+	}
 	return g.pending.Put(ref.Window, ref.KG, ref.Key, g.stamp(val))
 }
 
 func (g *groupCache) Scan(window int64) exec.GroupCursor {
 	return g.pending.ScanWindow(window, g.groups)
+}
+
+func (g *groupCache) ScanDeltas(window int64) exec.GroupCursor {
+	return g.pending.ScanDeltas(window, g.groups)
 }
 
 // maxGroups is how many groups the task may hold in memory now: its share

@@ -13,6 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -136,7 +137,8 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
-		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
+		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
+		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	if h.StateTTL > 0 && h.Plan.Window == nil {
 		h.cache.stamped, h.cache.now = true, env.Now
 		h.lastSweep = env.Now()
@@ -535,6 +537,9 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		}
 	}
 	h.draining = h.draining[:0]
+	if h.Plan.Window != nil {
+		return h.commitWindowed(c)
+	}
 	if err := c.State.Absorb(h.cache.pending); err != nil {
 		return err
 	}
@@ -559,11 +564,56 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		c.Closed, c.HasClosed = h.wm, true
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		// Never a partial: an unwindowed aggregation reads (UseStore).
 		return c.State.PutGroup(ref.Window, ref.KG, ref.Key, h.cache.stamp(val))
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
 	}); err != nil {
 		return err
+	}
+	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
+	return nil
+}
+
+// commitWindowed is commitCached of a windowed aggregation: the changed
+// groups and the evicted ones are written in key order (AbsorbSorted),
+// then the expired windows' deletions. Deleting
+// after writing is safe: a window expiring now has no groups in memory
+// any more (ExpireCold closed it), and its evicted ones are deleted with
+// it.
+func (h *HashAgg) commitWindowed(c *Commit) error {
+	p := h.cache.pending
+	var dels []exec.StateRef
+	var cold []int64
+	if h.hasWM {
+		dels, cold = h.agg.ExpireCold(h.wm)
+		c.Closed, c.HasClosed = h.wm, true
+	}
+	w := &h.cache.writes
+	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
+		if ref.Partial {
+			w.PutDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), val)
+		} else {
+			w.Put(ref.Window, ref.KG, ref.Key, val)
+		}
+		return nil
+	}, func(ref exec.StateRef) error {
+		return c.State.DeleteGroup(ref.Window, ref.KG, ref.Key)
+	}); err != nil {
+		return err
+	}
+	if err := c.State.AbsorbSorted(p, w); err != nil {
+		return err
+	}
+	for _, ref := range dels {
+		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+			return err
+		}
+	}
+	for _, w := range cold {
+		if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
+			return err
+		}
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil

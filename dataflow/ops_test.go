@@ -1,6 +1,7 @@
 package dataflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,9 @@ type rig struct {
 	ops   []Op
 	task  *task
 	now   time.Time
+	// changelog, when set, receives every change of the rig's commits,
+	// as the task's changelog would.
+	changelog *[]state.Change
 }
 
 func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *rig {
@@ -123,6 +127,14 @@ func (r *rig) commit(next int64) *Commit {
 	meta := state.PartitionMeta{Offset: c.Offset, Closed: c.Closed, HasClosed: c.HasClosed, Applied: c.Applied}
 	if err := c.State.PutPartition(r.env.Partition, meta); err != nil {
 		r.t.Fatal(err)
+	}
+	if r.changelog != nil {
+		if err := c.State.EachChange(func(k, v []byte) error {
+			*r.changelog = append(*r.changelog, state.Change{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+			return nil
+		}); err != nil {
+			r.t.Fatal(err)
+		}
 	}
 	if err := c.State.Commit(); err != nil {
 		r.t.Fatal(err)

@@ -62,6 +62,8 @@ type Aggregator struct {
 	// the keys it lost to the store (keyfilter.go); none for a window cold
 	// since start.
 	evicted map[int64]*keyFilter
+	// blind: misses in cold windows are not read (UseStore).
+	blind bool
 }
 
 // NewAggregator builds the operator.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	stdcmp "cmp"
 	"slices"
+
+	"github.com/turbinesql/turbinesql/agg"
 )
 
 // This file bounds the memory of an aggregation's groups (TUMBLE, HOP and
@@ -11,9 +13,11 @@ import (
 // grouper's form, and cold ones live only in a GroupStore. A window (or
 // HOP slice) any group of which may be in the store and not in memory is
 // cold: a new group of a cold window is looked up in the store before it
-// is folded into, and a cold window closes by reading its groups from the
-// store in order, merged with the hot ones, a chunk at a time. A window
-// that never lost a group to the store costs nothing extra.
+// is folded into (or, writing blind, started empty and stored as a
+// partial: see UseStore), and a cold window closes by reading its groups
+// and partials from the store in order, merged with the hot ones, a chunk
+// at a time. A window that never lost a group to the store costs nothing
+// extra.
 
 // GroupStore is where cold groups live.
 type GroupStore interface {
@@ -26,6 +30,10 @@ type GroupStore interface {
 	// Scan lists the stored groups of one window (or slice) in (key
 	// group, key) order.
 	Scan(window int64) GroupCursor
+	// ScanDeltas lists the stored partials of blind groups (Evict and
+	// Changes with StateRef.Partial) of one window in (key group, key)
+	// order, each under its group's key, a group's partials together.
+	ScanDeltas(window int64) GroupCursor
 }
 
 // GroupCursor walks stored groups; key and val are valid until the next
@@ -41,6 +49,16 @@ const chunkRows = 4096
 // UseStore makes the aggregation keep at most the groups EvictTo allows in
 // memory, the rest in st. cold lists the windows the store may hold groups
 // of (at start: every window it holds).
+//
+// A windowed aggregation whose aggregates all merge exactly
+// (agg.MergesExactly) writes blind: a group new to memory in a cold
+// window is not read from the store but started empty (SlotMeta.Blind),
+// and what it gathers is stored as a partial beside the group
+// (StateRef.Partial) when it is evicted or committed; the window's close
+// merges the group with its partials (windowSource). A miss then costs no
+// read at all, which is what bounds a cold window's throughput otherwise.
+// Upsert streams (no window) emit each changed group whole at every
+// commit, so they read.
 func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
 	a.store = st
 	a.evicted = map[int64]*keyFilter{}
@@ -48,7 +66,14 @@ func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
 	for _, w := range cold {
 		a.cold[w] = true
 	}
+	a.blind = a.Window != nil && a.sessions == nil
+	for _, f := range a.Table.Aggs {
+		a.blind = a.blind && agg.MergesExactly(f)
+	}
 }
+
+// BlindWrites reports whether the aggregation writes blind (UseStore).
+func (a *Aggregator) BlindWrites() bool { return a.blind }
 
 // Cold reports whether window (or slice) w may have groups only in the
 // store.
@@ -58,6 +83,14 @@ func (a *Aggregator) Cold(w int64) bool { return a.cold[w] }
 // the store, in one sorted pass. rows are the batch rows that created a
 // slot.
 func (a *Aggregator) loadMisses(newRows []int, slots []uint32) error {
+	if a.blind {
+		for _, i := range newRows {
+			if m := a.Table.Meta(slots[i]); a.cold[m.Window] {
+				m.Blind = true
+			}
+		}
+		return nil
+	}
 	var refs []StateRef
 	var at []uint32
 	for _, i := range newRows {
@@ -109,7 +142,7 @@ func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
 		}
 		if t.marked[s] {
 			a.encBuf = t.Encode(a.encBuf[:0], s)
-			if err := a.store.Evict(StateRef{KG: m.KG, Key: t.Key(s), Window: m.Window}, a.encBuf); err != nil {
+			if err := a.store.Evict(StateRef{KG: m.KG, Key: t.Key(s), Window: m.Window, Partial: m.Blind}, a.encBuf); err != nil {
 				return 0, err
 			}
 			total += len(a.encBuf) + int(m.klen)
@@ -130,8 +163,10 @@ func (a *Aggregator) noteEvicted(w int64, key []byte) {
 	f := a.evicted[w]
 	if !a.cold[w] {
 		a.cold[w] = true
-		f = &keyFilter{}
-		a.evicted[w] = f
+		if !a.blind { // a blind aggregation never reads a miss: no filter
+			f = &keyFilter{}
+			a.evicted[w] = f
+		}
 	}
 	if f != nil {
 		f.add(key)
@@ -223,11 +258,16 @@ func (t *GroupTable) find(window int64, key []byte) (uint32, bool) {
 }
 
 // windowSource is one slice of a cold window as a sorted stream of
-// groups: its hot slots and its stored groups not hot, merged by (key
-// group, key).
+// groups: its hot slots and its stored groups, merged by (key group, key).
+// A stored group is skipped when it is hot and not blind (the hot slot
+// holds it and is newer); a blind slot is only the rows since it was
+// created, so its stored group comes too and the two are merged. A
+// slice's stored partials are a source of their own (deltas: no hot
+// slots, nothing skipped).
 type windowSource struct {
 	a      *Aggregator
 	slice  int64
+	deltas bool
 	hot    []uint32
 	cur    GroupCursor
 	ckg    uint16
@@ -258,14 +298,23 @@ func (a *Aggregator) newWindowSource(slice int64) *windowSource {
 	return src
 }
 
-// advanceCold moves the store cursor to its next group that is not hot.
+// newDeltaSource is the stored partials of slice as a source.
+func (a *Aggregator) newDeltaSource(slice int64) *windowSource {
+	src := &windowSource{a: a, slice: slice, deltas: true, cur: a.store.ScanDeltas(slice)}
+	src.advanceCold()
+	src.next()
+	return src
+}
+
+// advanceCold moves the store cursor to its next group that is not hot
+// (or hot and blind).
 func (w *windowSource) advanceCold() {
 	for {
 		w.ckg, w.ckey, w.cval, w.cok = w.cur.Next()
-		if !w.cok {
+		if !w.cok || w.deltas {
 			return
 		}
-		if _, hot := w.a.Table.find(w.slice, w.ckey); !hot {
+		if s, hot := w.a.Table.find(w.slice, w.ckey); !hot || w.a.Table.meta[s].Blind {
 			return
 		}
 	}
@@ -341,7 +390,7 @@ func (a *Aggregator) WindowChunks(w int64) (first *Batch, more func() (*Batch, e
 	}
 	cw := &coldWindow{a: a, start: w, end: w + spec.Size, tab: tab}
 	for _, s := range sl {
-		cw.srcs = append(cw.srcs, a.newWindowSource(s))
+		cw.srcs = append(cw.srcs, a.newWindowSource(s), a.newDeltaSource(s))
 	}
 	first, err = cw.next()
 	if err != nil || first == nil {

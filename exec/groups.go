@@ -50,10 +50,13 @@ type SlotMeta struct {
 	Window int64  // window start, millis
 	KG     uint16 // key group of the partition key
 	Stored bool   // its accumulator is in the state store (the caller keeps this)
-	live   bool
-	off    uint32 // key bytes in the window's arena
-	klen   uint32
-	pos    uint32 // index in its window's slots
+	// Blind: created in a cold window without reading what the store
+	// holds of the group; it holds only the rows since (cache.go).
+	Blind bool
+	live  bool
+	off   uint32 // key bytes in the window's arena
+	klen  uint32
+	pos   uint32 // index in its window's slots
 }
 
 func (m *SlotMeta) key(arena []byte) []byte { return arena[m.off : m.off+m.klen] }

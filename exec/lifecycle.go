@@ -286,6 +286,10 @@ type StateRef struct {
 	KG     uint16
 	Key    []byte
 	Window int64
+	// Partial: the value is a blind group's partial accumulator, to be
+	// stored beside what the store holds of the group and merged with it
+	// when read (cache.go), not in its place.
+	Partial bool
 }
 
 // Expire drops the slices that no open window needs once the watermark is
@@ -336,10 +340,16 @@ func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error, del func(
 	for _, s := range a.Table.Dirty() {
 		m := a.Table.Meta(s)
 		a.encBuf = a.Table.Encode(a.encBuf[:0], s)
-		if err := put(StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window}, a.encBuf); err != nil {
+		if err := put(StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window, Partial: m.Blind}, a.encBuf); err != nil {
 			return err
 		}
 		m.Stored = true
+		if m.Blind {
+			// Its rows are stored now, as a partial: the slot leaves
+			// memory, or the next commit would store them again. The key
+			// coming back makes a new blind slot, which costs no read.
+			a.Table.evict(s)
+		}
 	}
 	return nil
 }

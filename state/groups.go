@@ -154,6 +154,7 @@ type WindowScan struct {
 	p      *Pending
 	window int64
 	groups []uint16
+	deltas bool // the window's deltas (ScanDeltas), not its groups
 	gi     int
 	it     *pebble.Iterator
 	pl     int
@@ -169,7 +170,12 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 	if w.it == nil {
 		pre := binary.BigEndian.AppendUint64(streamPrefix(prefixGroup, w.p.stream), uint64(w.window)^(1<<63))
 		w.pl = len(pre) - 8
-		w.it, w.err = w.p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: bumped(pre)})
+		lo, hi := pre, bumped(pre)
+		if w.deltas { // the deltas are the key groups [0x8000, 0xFFFF)
+			lo = binary.BigEndian.AppendUint16(slices.Clone(pre), deltaKGBit)
+			hi = binary.BigEndian.AppendUint16(slices.Clone(pre), NullGroup)
+		}
+		w.it, w.err = w.p.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if w.err != nil {
 			return 0, nil, nil, false
 		}
@@ -180,6 +186,9 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 	}
 	for w.gi < len(w.groups) {
 		g := w.groups[w.gi]
+		if w.deltas {
+			g = deltaKG(g)
+		}
 		var valid bool
 		if w.start {
 			valid = w.it.SeekGE(binary.BigEndian.AppendUint16(GroupKey(w.p.stream, w.window, 0, nil)[:w.pl+8], g))
@@ -188,19 +197,35 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 			valid = w.it.Next()
 		}
 		if valid {
-			_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
-			if err != nil {
-				w.err = err
+			kg, key, ok := w.entry()
+			if !ok {
 				return 0, nil, nil, false
 			}
 			if kg == g {
-				return kg, key, w.it.Value(), true
+				return realKG(kg), key, w.it.Value(), true
 			}
 		}
 		w.gi++
 		w.start = true
 	}
 	return 0, nil, nil, false
+}
+
+// entry decodes the iterator's key: its stored key group and the group
+// key (a delta's id stripped).
+func (w *WindowScan) entry() (kg uint16, key []byte, ok bool) {
+	_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
+	if err == nil && w.deltas {
+		if len(key) < deltaIDLen {
+			err = errCorruptKey
+		}
+		key = key[:max(len(key)-deltaIDLen, 0)]
+	}
+	if err != nil {
+		w.err = err
+		return 0, nil, false
+	}
+	return kg, key, true
 }
 
 // nextAny is Next over the whole window.
@@ -214,12 +239,18 @@ func (w *WindowScan) nextAny() (kg uint16, key, val []byte, ok bool) {
 	if !valid {
 		return 0, nil, nil, false
 	}
-	_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
-	if err != nil {
-		w.err = err
+	kg, key, ok = w.entry()
+	if ok && !w.deltas && isDeltaKG(kg) {
+		// The window's deltas sit between its groups and the NULL key's.
+		if !w.it.SeekGE(binary.BigEndian.AppendUint16(GroupKey(w.p.stream, w.window, 0, nil)[:w.pl+8], NullGroup)) {
+			return 0, nil, nil, false
+		}
+		kg, key, ok = w.entry()
+	}
+	if !ok {
 		return 0, nil, nil, false
 	}
-	return kg, key, w.it.Value(), true
+	return realKG(kg), key, w.it.Value(), true
 }
 
 // Close releases the cursor; Err is its error.
@@ -297,8 +328,8 @@ func (b *Batch) DeleteGroup(window int64, kg uint16, key []byte) error {
 	return b.b.Delete(GroupKey(b.scope, window, kg, key), nil)
 }
 
-// DeleteWindowGroups removes every stored group of window in the key
-// groups given: a range deletion per key group, whatever their number;
+// DeleteWindowGroups removes every stored group (and delta) of window in
+// the key groups given: a range deletion per key group, whatever their number;
 // nil groups: the whole window, one range deletion.
 func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
 	if groups == nil {
@@ -312,6 +343,11 @@ func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
 			hi = bumped(lo)
 		}
 		if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+		// and the group's deltas (deltas.go)
+		d := deltaKG(g)
+		if err := b.b.DeleteRange(GroupKey(b.scope, window, d, nil), GroupKey(b.scope, window, d+1, nil), nil); err != nil {
 			return err
 		}
 	}

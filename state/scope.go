@@ -72,7 +72,7 @@ func (s *Store) MigrateLegacy(stream string, p int32, owned []uint16) (int, erro
 					it.Close()
 					return 0, err
 				}
-				if !own[kg] {
+				if !own[realKG(kg)] { // a partial (deltas.go) goes with its group
 					continue
 				}
 				nk = GroupKey(scope, w, kg, key)
@@ -137,7 +137,7 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 			it.Close()
 			return 0, 0, err
 		}
-		count(kg)
+		count(realKG(kg)) // a delta counts as an entry of its group's key group
 	}
 	if err := it.Close(); err != nil {
 		return 0, 0, err
@@ -155,8 +155,18 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		if err := b.b.DeleteRange(lo, hi, nil); err != nil {
 			return 0, 0, err
 		}
+		// The run's groups, then their deltas (deltas.go): the groups'
+		// range stops short of the deltas, which the NULL key's group
+		// (kept) follows.
+		ghi, dhi := r[1], deltaKG(r[1])
+		if r[1] == NullGroup {
+			ghi, dhi = deltaKGBit, nullDeltaKG
+		}
 		for _, w := range windows {
-			if err := b.b.DeleteRange(GroupKey(scope, w, r[0], nil), GroupKey(scope, w, r[1], nil), nil); err != nil {
+			if err := b.b.DeleteRange(GroupKey(scope, w, r[0], nil), GroupKey(scope, w, ghi, nil), nil); err != nil {
+				return 0, 0, err
+			}
+			if err := b.b.DeleteRange(GroupKey(scope, w, deltaKG(r[0]), nil), GroupKey(scope, w, dhi, nil), nil); err != nil {
 				return 0, 0, err
 			}
 		}
