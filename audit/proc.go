@@ -32,6 +32,10 @@ type serverConfig struct {
 	crashAfterTxn float64
 	// cacheMB is the server's --state-cache-mb (0: its default).
 	cacheMB int
+	// nodeID is the server's --node-id (empty: the one its data dir keeps).
+	nodeID string
+	// sessionTimeout is its --session-timeout (0: its default).
+	sessionTimeout time.Duration
 }
 
 // crashAfterTxnExit is the exit code of a crash the server injected
@@ -50,6 +54,12 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", c.appID)
 	if c.cacheMB > 0 {
 		cmd.Args = append(cmd.Args, "--state-cache-mb", strconv.Itoa(c.cacheMB))
+	}
+	if c.nodeID != "" {
+		cmd.Args = append(cmd.Args, "--node-id", c.nodeID)
+	}
+	if c.sessionTimeout > 0 {
+		cmd.Args = append(cmd.Args, "--session-timeout", c.sessionTimeout.String())
 	}
 	cmd.Stderr = logf
 	if c.crashAfterTxn > 0 {
