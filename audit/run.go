@@ -246,10 +246,8 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		}()
 	}
 	c.nodes = members(c.cfg, o.nodes)
-	for _, m := range c.nodes {
-		if err := c.restart(ctx, m); err != nil {
-			return 0, err
-		}
+	if err := c.restart(ctx, c.nodes[0]); err != nil {
+		return 0, err
 	}
 	streams := specs(c.prefix, o.guarantee)
 	for _, s := range streams {
@@ -257,6 +255,14 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	}
 	if err := c.declare(ctx, streams); err != nil {
 		return 0, err
+	}
+	// The other nodes start once the streams are declared: a node reads
+	// the catalog topic when it starts (DDL on a running node is not seen
+	// by the others until they restart).
+	for _, m := range c.nodes[1:] {
+		if err := c.restart(ctx, m); err != nil {
+			return 0, err
+		}
 	}
 	if o.guarantee == "exactly_once" {
 		// From the first restart on: a crash while the streams are being
@@ -506,7 +512,9 @@ func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluste
 		if err != nil {
 			return err
 		}
-		c.failovers = append(c.failovers, fo)
+		if fo.tasks > 0 {
+			c.failovers = append(c.failovers, fo)
+		}
 		how = fmt.Sprintf(", its tasks moved in %s (processing again in %s)", fo.owned.Round(time.Millisecond), fo.processing.Round(time.Millisecond))
 	} else {
 		time.Sleep(time.Duration(c.rng.IntN(3000)) * time.Millisecond)
