@@ -167,7 +167,8 @@ type chaos struct {
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts, diskFulls int
-	wiped                                     int // restarts on an emptied data dir
+	wiped                                     int             // restarts on an emptied data dir
+	cleanStops                                []time.Duration // SIGTERM to exit
 	failovers                                 []failover
 	midFlushes                                []string // FLUSHes on another node during a fault
 	windowCrashes                             int      // injected between a transaction's commit and the state write
@@ -369,6 +370,11 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		fmt.Printf("recoveries that replayed a committed transaction into state (server log): %d\n", c.countInLogs("recovering: the last transaction committed past the state"))
 		fmt.Printf("task opens that caught the state up from the changelog (server log): %d\n", c.countInLogs("state restored from the changelog"))
 	}
+	if len(c.cleanStops) > 0 {
+		st := slices.Clone(c.cleanStops)
+		slices.Sort(st)
+		fmt.Printf("clean stops (SIGTERM to exit), %d: median %s, max %s\n", len(st), st[len(st)/2].Round(time.Millisecond), st[len(st)-1].Round(time.Millisecond))
+	}
 	if o.nodes > 1 {
 		c.printCluster(os.Stdout)
 	}
@@ -494,7 +500,11 @@ func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluste
 		c.flushElsewhere(ctx, m)
 	}
 	t0 := time.Now()
-	if err := s.stop(sig, 60*time.Second); err != nil {
+	err := s.stop(sig, 60*time.Second)
+	if sig == syscall.SIGTERM {
+		c.cleanStops = append(c.cleanStops, time.Since(t0))
+	}
+	if err != nil {
 		c.mu.Lock()
 		if s.injectedCrash() {
 			// The clean stop's last commit met the injected crash
