@@ -174,6 +174,16 @@ func isInjectedCrash(err error) bool {
 	return errors.As(err, &ee) && ee.ExitCode() == crashAfterTxnExit
 }
 
+// waitExited reports whether the process exits within d.
+func (s *server) waitExited(d time.Duration) bool {
+	select {
+	case <-s.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // alive reports whether the process is still running.
 func (s *server) alive() bool {
 	select {
