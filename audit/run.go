@@ -61,6 +61,8 @@ type options struct {
 	wipe float64
 	// sessionTimeout is the servers' --session-timeout (0: their default).
 	sessionTimeout time.Duration
+	// midFlush: with nodes > 1, FLUSH runs on another node at each fault.
+	midFlush bool
 }
 
 // Main runs the audit with the command line args (name names the command
@@ -88,6 +90,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
 	fs.IntVar(&o.nodes, "nodes", 1, "server processes sharing the app (own data dirs, ports and --node-id); a fault stops one of them, FLUSH runs on another")
 	fs.Float64Var(&o.wipe, "wipe", 0.3, "with -nodes > 1: share of restarts on an emptied data dir (state comes back from the changelog)")
+	fs.BoolVar(&o.midFlush, "flush-during-faults", true, "with -nodes > 1: FLUSH on another node while a fault stops one (input still arriving)")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -496,7 +499,7 @@ func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluste
 	s, run := m.cur, m.run
 	m.cur = nil
 	c.mu.Unlock()
-	if cluster {
+	if cluster && c.o.midFlush {
 		c.flushElsewhere(ctx, m)
 	}
 	t0 := time.Now()
