@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
