@@ -191,23 +191,27 @@ func (c *chaos) tasksOf(ctx context.Context, n *member, id string) (held, unowne
 		if err != nil {
 			return 0, 0, err
 		}
+		// By column name: SHOW TASKS grows columns (standby_nodes).
+		col := map[string]int{}
+		for i, f := range rows.FieldDescriptions() {
+			col[f.Name] = i
+		}
 		for rows.Next() {
-			var stage, node, group *string
-			var part int64
-			var here bool
-			if err := rows.Scan(&stage, &part, &node, &here, &group); err != nil {
+			vals, err := rows.Values()
+			if err != nil {
 				rows.Close()
 				return 0, 0, err
 			}
-			key := fmt.Sprintf("%v/%d", deref(group), part)
+			group, _ := vals[col["consumer_group"]].(string)
+			key := fmt.Sprintf("%s/%v", group, vals[col["partition"]])
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			switch {
-			case node == nil:
+			switch node, _ := vals[col["node"]].(string); {
+			case vals[col["node"]] == nil:
 				unowned++
-			case *node == id:
+			case node == id:
 				held++
 			}
 		}
@@ -217,13 +221,6 @@ func (c *chaos) tasksOf(ctx context.Context, n *member, id string) (held, unowne
 		}
 	}
 	return held, unowned, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // flushAll FLUSHes every node. A FLUSH covers the tasks of its own node,
@@ -331,8 +328,8 @@ func (c *chaos) printCluster(w io.Writer) {
 		}
 		slices.Sort(owned)
 		slices.Sort(proc)
-		fmt.Fprintf(w, "  failover time (kill -> tasks processing on the survivors): median %s, max %s (moved: median %s); session timeout %s\n",
-			proc[len(proc)/2].Round(time.Millisecond), proc[len(proc)-1].Round(time.Millisecond), owned[len(owned)/2].Round(time.Millisecond), c.sessionTimeout())
+		fmt.Fprintf(w, "  failover time (kill -> tasks processing on the survivors): median %s, max %s (moved: median %s); session timeout %s, %d standby replicas\n",
+			proc[len(proc)/2].Round(time.Millisecond), proc[len(proc)-1].Round(time.Millisecond), owned[len(owned)/2].Round(time.Millisecond), c.sessionTimeout(), c.o.standbys)
 	}
 	r := c.restores()
 	if r.opens > 0 {

@@ -36,6 +36,8 @@ type serverConfig struct {
 	nodeID string
 	// sessionTimeout is its --session-timeout (0: its default).
 	sessionTimeout time.Duration
+	// standbys is its --standby-replicas (0: none).
+	standbys int
 }
 
 // crashAfterTxnExit is the exit code of a crash the server injected
@@ -60,6 +62,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	}
 	if c.sessionTimeout > 0 {
 		cmd.Args = append(cmd.Args, "--session-timeout", c.sessionTimeout.String())
+	}
+	if c.standbys > 0 {
+		cmd.Args = append(cmd.Args, "--standby-replicas", strconv.Itoa(c.standbys))
 	}
 	cmd.Stderr = logf
 	if c.crashAfterTxn > 0 {

@@ -63,6 +63,8 @@ type options struct {
 	sessionTimeout time.Duration
 	// midFlush: with nodes > 1, FLUSH runs on another node at each fault.
 	midFlush bool
+	// standbys is the servers' --standby-replicas.
+	standbys int
 }
 
 // Main runs the audit with the command line args (name names the command
@@ -90,6 +92,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
 	fs.IntVar(&o.nodes, "nodes", 1, "server processes sharing the app (own data dirs, ports and --node-id); a fault stops one of them, FLUSH runs on another")
 	fs.Float64Var(&o.wipe, "wipe", 0.3, "with -nodes > 1: share of restarts on an emptied data dir (state comes back from the changelog)")
+	fs.IntVar(&o.standbys, "standby-replicas", 0, "the servers' --standby-replicas: warm copies of each task on other nodes (failover then restores only what a copy lacks)")
 	fs.BoolVar(&o.midFlush, "flush-during-faults", true, "with -nodes > 1: FLUSH on another node while a fault stops one (input still arriving)")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
 	if err := fs.Parse(args); err != nil {
@@ -233,7 +236,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	// it runs after it and finds the server stopped already.
 	defer c.stopServers()
 	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB,
-		sessionTimeout: o.sessionTimeout}
+		sessionTimeout: o.sessionTimeout, standbys: o.standbys}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this
 		// run's topics and app id (its catalog topic) are its own.
