@@ -108,7 +108,7 @@ bench:
 #
 # chaos / chaos-short: at-least-once streams (a duplicated pane is counted,
 # a lost or wrong one fails), with broker restarts and a full disk too.
-.PHONY: chaos chaos-short audit soak
+.PHONY: chaos chaos-short audit audit-cluster soak
 chaos: build
 	./bin/turbinesql audit -guarantee at_least_once -kills 15 -sigterm 0.25 -broker-restarts 1 -disk-full 1 -events 0 -seconds 240 -rate 400 $(CHAOSFLAGS)
 
@@ -120,6 +120,15 @@ chaos-short: build
 # duplicated pane fails too (what .ci/run runs).
 audit: build
 	./bin/turbinesql audit -events 200000 -kills 10 -sigterm 0.2 -broker-restarts 1 $(CHAOSFLAGS)
+
+# audit-cluster: three server processes share the app (own data dirs,
+# ports and node ids) on the broker's own process; 400k events, exactly-once;
+# 6 faults of one node at a time (SIGKILL, a third clean SIGTERM), half the
+# SIGKILLs kept down until their tasks moved (failover measured), some
+# restarts on an emptied data dir (restore from the changelog), FLUSH on
+# another node meanwhile; every pane read read_committed, exactly once.
+audit-cluster: build
+	./bin/turbinesql audit -nodes 3 -events 400000 -rate 3000 -kills 6 -sigterm 0.3 $(CHAOSFLAGS)
 
 # soak: 1M events and 50 SIGKILLs under exactly-once, on the embedded
 # broker's own process and then on Apache Kafka (ci/kafka; needs java, mvn).

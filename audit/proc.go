@@ -32,6 +32,12 @@ type serverConfig struct {
 	crashAfterTxn float64
 	// cacheMB is the server's --state-cache-mb (0: its default).
 	cacheMB int
+	// nodeID is the server's --node-id (empty: the one its data dir keeps).
+	nodeID string
+	// sessionTimeout is its --session-timeout (0: its default).
+	sessionTimeout time.Duration
+	// standbys is its --standby-replicas (0: none).
+	standbys int
 }
 
 // crashAfterTxnExit is the exit code of a crash the server injected
@@ -50,6 +56,15 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		"--pg-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--app-id", c.appID)
 	if c.cacheMB > 0 {
 		cmd.Args = append(cmd.Args, "--state-cache-mb", strconv.Itoa(c.cacheMB))
+	}
+	if c.nodeID != "" {
+		cmd.Args = append(cmd.Args, "--node-id", c.nodeID)
+	}
+	if c.sessionTimeout > 0 {
+		cmd.Args = append(cmd.Args, "--session-timeout", c.sessionTimeout.String())
+	}
+	if c.standbys > 0 {
+		cmd.Args = append(cmd.Args, "--standby-replicas", strconv.Itoa(c.standbys))
 	}
 	cmd.Stderr = logf
 	if c.crashAfterTxn > 0 {
@@ -162,6 +177,16 @@ func (s *server) waitInjectedCrash() bool {
 func isInjectedCrash(err error) bool {
 	var ee *exec.ExitError
 	return errors.As(err, &ee) && ee.ExitCode() == crashAfterTxnExit
+}
+
+// waitExited reports whether the process exits within d.
+func (s *server) waitExited(d time.Duration) bool {
+	select {
+	case <-s.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // alive reports whether the process is still running.

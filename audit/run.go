@@ -54,6 +54,17 @@ type options struct {
 	finalRestart         bool
 	keep, verbose        bool
 	flushTimeout         time.Duration
+	// nodes is how many server processes share the app (cluster.go).
+	nodes int
+	// wipe is the share of restarts (with nodes > 1) on an emptied data
+	// dir: the node's tasks must come back from the changelog alone.
+	wipe float64
+	// sessionTimeout is the servers' --session-timeout (0: their default).
+	sessionTimeout time.Duration
+	// midFlush: with nodes > 1, FLUSH runs on another node at each fault.
+	midFlush bool
+	// standbys is the servers' --standby-replicas.
+	standbys int
 }
 
 // Main runs the audit with the command line args (name names the command
@@ -79,6 +90,11 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir (data, logs) even when the audit passes")
 	fs.BoolVar(&o.verbose, "v", false, "print every fault and example panes of every stream")
 	fs.DurationVar(&o.flushTimeout, "flush-timeout", 10*time.Minute, "how long the final FLUSH may take")
+	fs.IntVar(&o.nodes, "nodes", 1, "server processes sharing the app (own data dirs, ports and --node-id); a fault stops one of them, FLUSH runs on another")
+	fs.Float64Var(&o.wipe, "wipe", 0.3, "with -nodes > 1: share of restarts on an emptied data dir (state comes back from the changelog)")
+	fs.IntVar(&o.standbys, "standby-replicas", 0, "the servers' --standby-replicas: warm copies of each task on other nodes (failover then restores only what a copy lacks)")
+	fs.BoolVar(&o.midFlush, "flush-during-faults", true, "with -nodes > 1: FLUSH on another node while a fault stops one (input still arriving)")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,6 +102,10 @@ func Main(name string, args []string, defaults Defaults) int {
 	case "exactly_once", "at_least_once":
 	default:
 		fmt.Fprintf(os.Stderr, "%s: -guarantee %q: use exactly_once or at_least_once\n", name, o.guarantee)
+		return 2
+	}
+	if o.nodes < 1 || (o.nodes > 1 && o.diskFulls > 0) {
+		fmt.Fprintf(os.Stderr, "%s: -nodes must be at least 1, and -disk-full runs with one node only\n", name)
 		return 2
 	}
 	if o.extBrokers != "" && (o.brokerFaults > 0 || o.diskFulls > 0) {
@@ -139,22 +159,28 @@ type chaos struct {
 	o       options
 	rng     *rand.Rand
 	start   time.Time
-	cfg     serverConfig
+	cfg     serverConfig // node 0's
 	brokers string
 	stopBrk func()
 	work    string
 	prefix  string // of every topic name
 
 	mu        sync.Mutex
-	cur       *server
-	run       int
+	nodes     []*member
+	run       int                         // server runs started, over every node: a run number names one process
 	late      map[int]map[string]lateSeen // server run → stream → late counts last seen
 	status    map[string]string
 	unplanned []string // exits nobody asked for
 
 	killed, termed, brokerRestarts, diskFulls int
-	windowCrashes                             int // injected between a transaction's commit and the state write
+	wiped                                     int             // restarts on an emptied data dir
+	cleanStops                                []time.Duration // SIGTERM to exit
+	failovers                                 []failover
+	midFlushes                                []string // FLUSHes on another node during a fault
+	windowCrashes                             int      // injected between a transaction's commit and the state write
 	prod                                      *producer
+	bg                                        sync.WaitGroup // FLUSHes on other nodes under way
+	names                                     []string       // of the audited streams
 }
 
 // lateSeen is what one server run reported late for a stream: SHOW
@@ -181,8 +207,8 @@ func run(o options) (int, error) {
 	}
 	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
 		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
-	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s)\n",
-		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee)
+	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s -nodes %d -wipe %g)\n",
+		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee, o.nodes, o.wipe)
 	fmt.Printf("%s: work dir %s\n", o.name, work)
 	code, err := c.main(ctx, bin)
 	if c.stopBrk != nil {
@@ -208,8 +234,9 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	// The last server run outlives the audit otherwise (the work dir it
 	// uses is deleted under it). Registered before the disk's unmount, so
 	// it runs after it and finds the server stopped already.
-	defer c.stopServer()
-	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB}
+	defer c.stopServers()
+	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB,
+		sessionTimeout: o.sessionTimeout, standbys: o.standbys}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this
 		// run's topics and app id (its catalog topic) are its own.
@@ -221,23 +248,41 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 			return 0, err
 		}
 		defer func() {
-			c.stopServer()
+			c.stopServers()
 			unmountDisk(c.cfg.dataDir)
 		}()
 	}
-	if err := c.restart(ctx); err != nil {
+	c.nodes = members(c.cfg, o.nodes)
+	if err := c.restart(ctx, c.nodes[0]); err != nil {
 		return 0, err
 	}
 	streams := specs(c.prefix, o.guarantee)
+	for _, s := range streams {
+		c.names = append(c.names, s.name)
+	}
 	if err := c.declare(ctx, streams); err != nil {
 		return 0, err
+	}
+	// The other nodes start once the streams are declared: a node reads
+	// the catalog topic when it starts (DDL on a running node is not seen
+	// by the others until they restart).
+	for _, m := range c.nodes[1:] {
+		if err := c.restart(ctx, m); err != nil {
+			return 0, err
+		}
 	}
 	if o.guarantee == "exactly_once" {
 		// From the first restart on: a crash while the streams are being
 		// declared would fail the declaring, not audit anything.
-		c.cfg.crashAfterTxn = o.crashAfterTxn
+		for _, m := range c.nodes {
+			m.cfg.crashAfterTxn = o.crashAfterTxn
+		}
 	}
-	c.logf("broker %s (own process), server %s, %d streams", c.brokers, c.cur.pgAddr, len(streams))
+	var addrs []string
+	for _, m := range c.nodes {
+		addrs = append(addrs, m.cur.pgAddr)
+	}
+	c.logf("broker %s (own process), %d server(s) %s, %d streams", c.brokers, len(c.nodes), strings.Join(addrs, " "), len(streams))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -287,17 +332,19 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		stopPolling()
 		return 0, err
 	}
-	if err := c.flush(ctx); err != nil {
+	if err := c.flushAll(ctx); err != nil {
 		stopPolling()
 		return 0, err
 	}
 	if o.finalRestart {
-		c.logf("final clean restart, then FLUSH with no new input")
-		if err := c.fault(ctx, syscall.SIGTERM); err != nil {
-			stopPolling()
-			return 0, err
+		c.logf("final clean restart (one node after the other), then FLUSH with no new input")
+		for _, m := range c.nodes {
+			if err := c.fault(ctx, m, syscall.SIGTERM, false); err != nil {
+				stopPolling()
+				return 0, err
+			}
 		}
-		if err := c.flush(ctx); err != nil {
+		if err := c.flushAll(ctx); err != nil {
 			stopPolling()
 			return 0, err
 		}
@@ -326,8 +373,16 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	}
 	fmt.Printf("; %d input rows; seed %d\n", len(rows), o.seed)
 	if o.guarantee == "exactly_once" {
-		fmt.Printf("recoveries that replayed a committed transaction into state (server log): %d\n", countInLog(c.cfg.logPath, "recovering: the last transaction committed past the state"))
-		fmt.Printf("task opens that caught the state up from the changelog (server log): %d\n", countInLog(c.cfg.logPath, "state restored from the changelog"))
+		fmt.Printf("recoveries that replayed a committed transaction into state (server log): %d\n", c.countInLogs("recovering: the last transaction committed past the state"))
+		fmt.Printf("task opens that caught the state up from the changelog (server log): %d\n", c.countInLogs("state restored from the changelog"))
+	}
+	if len(c.cleanStops) > 0 {
+		st := slices.Clone(c.cleanStops)
+		slices.Sort(st)
+		fmt.Printf("clean stops (SIGTERM to exit), %d: median %s, max %s\n", len(st), st[len(st)/2].Round(time.Millisecond), st[len(st)-1].Round(time.Millisecond))
+	}
+	if o.nodes > 1 {
+		c.printCluster(os.Stdout)
 	}
 	fmt.Println()
 	printTable(os.Stdout, vs, faults)
@@ -354,7 +409,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 
 // declare creates the source and the audited streams.
 func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
-	conn, err := c.cur.connect(ctx)
+	conn, err := c.nodes[0].cur.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -423,7 +478,8 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) (finished bool, 
 		if c.rng.Float64() < c.o.termShare {
 			sig = syscall.SIGTERM
 		}
-		if err := c.fault(ctx, sig); err != nil {
+		m := c.nodes[c.rng.IntN(len(c.nodes))]
+		if err := c.fault(ctx, m, sig, len(c.nodes) > 1); err != nil {
 			return false, err
 		}
 		if sig == syscall.SIGKILL {
@@ -435,15 +491,26 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) (finished bool, 
 	return finished, nil
 }
 
-// fault stops the server with sig and restarts it, after a gap of up to
-// 3 s.
-func (c *chaos) fault(ctx context.Context, sig syscall.Signal) error {
+// fault stops node m with sig and restarts it on its data dir, after a
+// gap of up to 3 s. In a cluster (cluster true) the other nodes go on
+// meanwhile: FLUSH runs on one of them while m stops, half of the SIGKILLs
+// keep m down until its tasks have moved to the others (the failover,
+// measured), and a share of restarts (-wipe) find the data dir emptied, so
+// m's tasks come back from the changelog alone.
+func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluster bool) error {
 	c.mu.Lock()
-	s, run := c.cur, c.run
-	c.cur = nil
+	s, run := m.cur, m.run
+	m.cur = nil
 	c.mu.Unlock()
+	if cluster && c.o.midFlush {
+		c.flushElsewhere(ctx, m)
+	}
 	t0 := time.Now()
-	if err := s.stop(sig, 60*time.Second); err != nil {
+	err := s.stop(sig, 60*time.Second)
+	if sig == syscall.SIGTERM {
+		c.cleanStops = append(c.cleanStops, time.Since(t0))
+	}
+	if err != nil {
 		c.mu.Lock()
 		if s.injectedCrash() {
 			// The clean stop's last commit met the injected crash
@@ -451,17 +518,35 @@ func (c *chaos) fault(ctx context.Context, sig syscall.Signal) error {
 			// planned fault too.
 			c.windowCrashes++
 		} else {
-			c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v", run, err))
+			c.unplanned = append(c.unplanned, fmt.Sprintf("%s run %d: %v", m.name(), run, err))
 		}
 		c.mu.Unlock()
 	}
-	gap := time.Duration(c.rng.IntN(3000)) * time.Millisecond
-	time.Sleep(gap)
-	if err := c.restart(ctx); err != nil {
+	how := ""
+	if cluster && sig == syscall.SIGKILL && c.rng.IntN(2) == 0 {
+		fo, err := c.awaitFailover(ctx, m, t0)
+		if err != nil {
+			return err
+		}
+		if fo.tasks > 0 {
+			c.failovers = append(c.failovers, fo)
+		}
+		how = fmt.Sprintf(", its tasks moved in %s (processing again in %s)", fo.owned.Round(time.Millisecond), fo.processing.Round(time.Millisecond))
+	} else {
+		time.Sleep(time.Duration(c.rng.IntN(3000)) * time.Millisecond)
+	}
+	if cluster && c.rng.Float64() < c.o.wipe {
+		if err := os.RemoveAll(m.cfg.dataDir); err != nil {
+			return err
+		}
+		c.wiped++
+		how += ", restarted on an emptied data dir"
+	}
+	if err := c.restart(ctx, m); err != nil {
 		return err
 	}
-	c.logf("%s server run %d at input event time %s, down %s, run %d up", sigName(sig), run, c.eventTime(),
-		time.Since(t0).Round(time.Millisecond), c.run)
+	c.logf("%s %s run %d at input event time %s, down %s%s, run %d up", sigName(sig), m.name(), run, c.eventTime(),
+		time.Since(t0).Round(time.Millisecond), how, m.run)
 	return nil
 }
 
@@ -482,24 +567,33 @@ func sigName(sig syscall.Signal) string {
 	return "SIGTERM"
 }
 
-// stopServer stops the current server run, if any, cleanly.
-func (c *chaos) stopServer() {
+// stopServers stops every node's current run, if any, cleanly.
+func (c *chaos) stopServers() {
 	c.mu.Lock()
-	s := c.cur
-	c.cur = nil
-	c.mu.Unlock()
-	if s != nil {
-		_ = s.stop(syscall.SIGTERM, 60*time.Second)
+	var runs []*server
+	for _, m := range c.nodes {
+		if m.cur != nil {
+			runs = append(runs, m.cur)
+		}
+		m.cur = nil
 	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range runs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.stop(syscall.SIGTERM, 60*time.Second) }()
+	}
+	wg.Wait()
+	c.bg.Wait() // FLUSHes on other nodes
 }
 
-// restart starts the next server run.
-func (c *chaos) restart(ctx context.Context) error {
+// restart starts node m's next server run.
+func (c *chaos) restart(ctx context.Context, m *member) error {
 	c.mu.Lock()
 	c.run++
 	run := c.run
 	c.mu.Unlock()
-	s, err := startServer(ctx, c.cfg, run)
+	s, err := startServer(ctx, m.cfg, run)
 	for tries := 0; err != nil && isInjectedCrash(err) && tries < 100; tries++ {
 		// It crashed itself while starting (a due window's close, say):
 		// a planned fault too.
@@ -508,40 +602,49 @@ func (c *chaos) restart(ctx context.Context) error {
 		c.run++
 		run = c.run
 		c.mu.Unlock()
-		s, err = startServer(ctx, c.cfg, run)
+		s, err = startServer(ctx, m.cfg, run)
 	}
 	if err != nil {
-		return engineFailure{fmt.Errorf("server run %d: %w", run, err)}
+		return engineFailure{fmt.Errorf("%s run %d: %w", m.name(), run, err)}
 	}
 	c.mu.Lock()
-	c.cur = s
+	m.cur, m.run = s, run
 	c.mu.Unlock()
 	return nil
 }
 
-// ensureUp restarts a server that exited without being asked to, and
+// ensureUp restarts a node that exited without being asked to, and
 // records it: that is an engine failure.
 func (c *chaos) ensureUp(ctx context.Context) error {
+	for _, m := range c.nodes {
+		if err := c.ensureNodeUp(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *chaos) ensureNodeUp(ctx context.Context, m *member) error {
 	c.mu.Lock()
-	s, run := c.cur, c.run
+	s, run := m.cur, m.run
 	c.mu.Unlock()
-	if s != nil && s.alive() {
-		return nil
+	if s == nil || s.alive() {
+		return nil // being restarted by a fault, or running
 	}
 	if s.injectedCrash() {
 		c.mu.Lock()
 		c.windowCrashes++
 		c.mu.Unlock()
 		if c.o.verbose {
-			c.logf("server run %d crashed between a transaction's commit and its state write (injected); restarting", run)
+			c.logf("%s run %d crashed between a transaction's commit and its state write (injected); restarting", m.name(), run)
 		}
-		return c.restart(ctx)
+		return c.restart(ctx, m)
 	}
 	c.mu.Lock()
-	c.unplanned = append(c.unplanned, fmt.Sprintf("run %d: %v (see server.log)", run, s.err))
+	c.unplanned = append(c.unplanned, fmt.Sprintf("%s run %d: %v (see %s)", m.name(), run, s.err, filepath.Base(m.cfg.logPath)))
 	c.mu.Unlock()
-	c.logf("server run %d exited by itself: %v; restarting", run, s.err)
-	return c.restart(ctx)
+	c.logf("%s run %d exited by itself: %v; restarting", m.name(), run, s.err)
+	return c.restart(ctx, m)
 }
 
 // restartBroker stops the broker cleanly (it persists its log) and starts
@@ -565,27 +668,34 @@ func (c *chaos) restartBroker() error {
 	return nil
 }
 
-// flush runs FLUSH on the current server.
-func (c *chaos) flush(ctx context.Context) error {
+// flush runs FLUSH on node m.
+func (c *chaos) flush(ctx context.Context, m *member) error {
 	for {
-		err := c.flushOnce(ctx)
-		if err == nil || !c.cur.waitInjectedCrash() {
+		c.mu.Lock()
+		s := m.cur
+		c.mu.Unlock()
+		err := c.flushOnce(ctx, s)
+		if err == nil || !s.waitInjectedCrash() {
 			return err
 		}
 		// The server crashed itself during the FLUSH: a planned fault.
-		// The next run injects no more, so the audit can finish.
-		c.cfg.crashAfterTxn = 0
+		// The next runs inject no more, so the audit can finish.
+		c.mu.Lock()
+		for _, n := range c.nodes {
+			n.cfg.crashAfterTxn = 0
+		}
+		c.mu.Unlock()
 		if err := c.ensureUp(ctx); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *chaos) flushOnce(ctx context.Context) error {
+func (c *chaos) flushOnce(ctx context.Context, s *server) error {
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, c.o.flushTimeout)
 	defer cancel()
-	conn, err := c.cur.connect(fctx)
+	conn, err := s.connect(fctx)
 	if err != nil {
 		return err
 	}
@@ -593,7 +703,9 @@ func (c *chaos) flushOnce(ctx context.Context) error {
 	if _, err := conn.Exec(fctx, "FLUSH"); err != nil {
 		return engineFailure{fmt.Errorf("FLUSH: %w", err)}
 	}
-	c.logf("FLUSH took %s", time.Since(t0).Round(time.Millisecond))
+	if len(c.nodes) == 1 {
+		c.logf("FLUSH took %s", time.Since(t0).Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -613,12 +725,22 @@ func (c *chaos) poll(ctx context.Context) {
 }
 
 func (c *chaos) pollOnce(ctx context.Context) error {
-	c.mu.Lock()
-	s, run := c.cur, c.run
-	c.mu.Unlock()
-	if s == nil {
-		return nil
+	var errs []error
+	for _, m := range c.nodes {
+		c.mu.Lock()
+		s, run := m.cur, m.run
+		c.mu.Unlock()
+		if s != nil {
+			errs = append(errs, c.pollNode(ctx, m, s, run))
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// pollNode reads one server run's SHOW STREAMS and late counters. Every
+// node counts what its own tasks dropped, so the sums over runs cover the
+// cluster.
+func (c *chaos) pollNode(ctx context.Context, m *member, s *server, run int) error {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	conn, err := s.connect(qctx)
@@ -646,7 +768,7 @@ func (c *chaos) pollOnce(ctx context.Context) error {
 		l := c.seen(run, name)
 		l.show = max(l.show, late)
 		c.late[run][name] = l
-		c.status[name] = status
+		c.status[statusKey(m, name)] = status
 		c.mu.Unlock()
 	}
 	if err := rows.Err(); err != nil {
@@ -709,7 +831,14 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 		v.lateMetric += perRun[s.name].metric
 		v.redelivered += perRun[s.name].redelivered
 	}
-	v.status = c.status[s.name]
+	v.status = ""
+	for _, m := range c.nodes {
+		// The last status each node saw: a stream not running on one of
+		// them shows.
+		if st, ok := c.status[statusKey(m, s.name)]; ok && (v.status == "" || v.status == "running") {
+			v.status = st
+		}
+	}
 	c.mu.Unlock()
 	return v, nil
 }

@@ -256,7 +256,20 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 		}),
 	}
 	if sessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(max(sessionTimeout/10, 100*time.Millisecond)))
+		rebalance := rebalanceTimeout(sessionTimeout)
+		opts = append(opts, kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(max(sessionTimeout/10, 100*time.Millisecond)),
+			kgo.RebalanceTimeout(rebalance), kgo.RetryTimeoutFn(func(key int16) time.Duration {
+				switch key {
+				case int16(kmsg.JoinGroup), int16(kmsg.SyncGroup):
+					// Shorter than the rebalance timeout, which is how
+					// long one attempt may wait: an attempt that timed
+					// out is not tried again within the session.
+					return rebalance / 2
+				case int16(kmsg.Heartbeat):
+					return sessionTimeout
+				}
+				return 30 * time.Second // the client's default
+			}))
 	}
 	if instance != "" {
 		opts = append(opts, kgo.InstanceID(instance))
@@ -267,6 +280,40 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 	}
 	self.Store(cl)
 	return &Consumer{cl: cl, topic: topic, max: maxPoll, k: k, group: group, instance: instance}, nil
+}
+
+// rebalanceTimeout is the group's rebalance timeout for a session
+// timeout: well under it, so that a member never waits in one JoinGroup or
+// SyncGroup for as long as its session lasts (the client reads a sync's
+// answer for at most the rebalance timeout, and the RetryTimeoutFn in
+// NewGroupConsumer keeps it from trying again).
+//
+// A member sends no heartbeat while it waits in a join or a sync, and it
+// keeps running its tasks meanwhile (a cooperative rebalance moves only
+// what it revokes). With the client's default (60 s against a 10 s
+// session) the 3-node audit saw live tasks fenced, in this order (server
+// logs and the broker's group log):
+//
+//  1. node2 restarts, joins a stage's group and crashes (an injected crash
+//     after a commit) as that generation forms with node1 and node3.
+//  2. node1 and node3 wait in their SyncGroup for an assignment that does
+//     not come (node2 never syncs: kfake made it the leader), still
+//     running their partitions.
+//  3. Their sessions end 10 s after the join (no heartbeats while they
+//     wait), and the coordinator drops them without answering the sync
+//     (kfake does; Kafka keeps a member that awaits a sync, but drops one
+//     that overruns the rebalance timeout).
+//  4. node2 comes back, finds the group empty and is given every
+//     partition: its tasks fence node1's and node3's, which fail.
+//
+// With each wait shorter than the session, node1 and node3 give up at
+// step 2 while still members: the client calls Lost (their tasks close
+// without a commit) and they join again, so no partition runs on two
+// nodes. The cost: a member whose revoke (the last commit of its tasks)
+// takes longer than this is dropped from the rebalance, its partitions
+// lost rather than handed over.
+func rebalanceTimeout(session time.Duration) time.Duration {
+	return max(session*2/5, 500*time.Millisecond)
 }
 
 // leave removes the static member instance from group (a static member's

@@ -418,14 +418,7 @@ func (s *Server) Close() {
 		_ = s.http.Close()
 	}
 	s.mu.Lock()
-	for name, r := range s.streams {
-		r.stop(s)
-		delete(s.streams, name)
-	}
-	for topic, h := range s.hops {
-		h.stage.Stop()
-		delete(s.hops, topic)
-	}
+	s.stopAll()
 	s.mu.Unlock()
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -361,6 +363,64 @@ func (r *stream) stop(s *Server) {
 		s.releaseHop(r.hop)
 		r.hop = nil
 	}
+}
+
+// stopAll stops every stream and hop and forgets them (the server
+// closing). Each stage's Stop lets its tasks commit, leaves its consumer
+// group and waits for the handover; one after another, a dozen streams
+// could take longer than serve's shutdown budget, so up to stopParallel
+// stages stop at once. Stages meet only through Kafka topics, so the
+// order does not matter: a hop stopping before the streams behind it
+// leaves them less to read, nothing wrong. Callers hold s.mu.
+func (s *Server) stopAll() {
+	var stages []*dataflow.Stage
+	var names []string
+	for name, r := range s.streams {
+		for _, st := range []*dataflow.Stage{r.final, r.pre} {
+			if st != nil {
+				stages = append(stages, st)
+			}
+		}
+		if r.final != nil {
+			names = append(names, name)
+		}
+		r.final, r.pre, r.hop = nil, nil, nil
+		delete(s.streams, name)
+	}
+	for topic, h := range s.hops {
+		stages = append(stages, h.stage)
+		delete(s.hops, topic)
+	}
+	t0 := time.Now()
+	stopConcurrently(stages, stopParallel)
+	sort.Strings(names)
+	s.log.Info("streams stopped", "streams", names, "stages", len(stages), "seconds", fmt.Sprintf("%.2f", time.Since(t0).Seconds()))
+}
+
+// stopParallel bounds the stages stopping at once: each stop sends its
+// tasks' last commits (a transaction each under exactly-once) and a
+// LeaveGroup, and a few hundred streams should not hit the broker with
+// all of them in the same instant.
+const stopParallel = 8
+
+// stopper is what stopConcurrently stops.
+type stopper interface{ Stop() }
+
+// stopConcurrently calls Stop on every one of xs, at most limit at a time,
+// and returns when all have returned.
+func stopConcurrently[T stopper](xs []T, limit int) {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for _, x := range xs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			x.Stop()
+		}()
+	}
+	wg.Wait()
 }
 
 // hopFor returns the running hop of (source, column), starting it for the

@@ -1,0 +1,153 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// owners tracks, from the group hooks of every member, who runs each
+// partition, and records any moment two members run one at once.
+type owners struct {
+	mu      sync.Mutex
+	of      map[int32]string
+	overlap []string
+}
+
+func (o *owners) hooks(member string) GroupHooks {
+	return GroupHooks{
+		Assigned: func(parts []int32) (map[int32]int64, []int32) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			at := map[int32]int64{}
+			for _, p := range parts {
+				if prev := o.of[p]; prev != "" && prev != member {
+					o.overlap = append(o.overlap, fmt.Sprintf("partition %d given to %s while %s still runs it", p, member, prev))
+				}
+				o.of[p] = member
+				at[p] = 0
+			}
+			return at, nil
+		},
+		Revoked: func(parts []int32) { o.release(member, parts) },
+		Lost:    func(parts []int32) { o.release(member, parts) },
+	}
+}
+
+func (o *owners) release(member string, parts []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range parts {
+		if o.of[p] == member {
+			delete(o.of, p)
+		}
+	}
+}
+
+func (o *owners) count(member string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, m := range o.of {
+		if m == member {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds: member b's
+// SyncGroup gets no answer (as when the group's leader died after its
+// join). A member sends no heartbeats while it waits, so its session ends
+// and the coordinator gives its partitions to others. b must have given
+// them up by then (its wait bounded by the rebalance timeout, shorter
+// than the session): no partition may run on two members at once. With
+// the client's default rebalance timeout (60 s) b kept running them while
+// a took them over.
+func TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds(t *testing.T) {
+	// A 2 s session, under Kafka's 6 s minimum, keeps the test short.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := New(&Conn{Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	const session = 2 * time.Second
+	o := &owners{of: map[int32]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var members []*Consumer
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, m := range members {
+			m.Close()
+		}
+	}()
+	join := func(member string) *Consumer {
+		cons, err := k.NewGroupConsumer("g", "t", 100, session, member, o.hooks(member))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := cons.Poll(ctx); err != nil {
+					time.Sleep(50 * time.Millisecond) // out of the group, say
+				}
+			}
+		}()
+		members = append(members, cons)
+		return cons
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	join("a")
+	wait("a to own every partition", func() bool { return o.count("a") == 4 })
+	join("b")
+	wait("a and b to share the partitions", func() bool { return o.count("a") > 0 && o.count("b") > 0 && o.count("a")+o.count("b") == 4 })
+
+	// From now on b's SyncGroups are swallowed; a third member joining
+	// makes a and b join and sync again.
+	var swallowed sync.Once
+	swallowedAt := make(chan struct{})
+	c.ControlKey(int16(kmsg.SyncGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if r := req.(*kmsg.SyncGroupRequest); r.InstanceID != nil && *r.InstanceID == "b" {
+			swallowed.Do(func() { close(swallowedAt) })
+			return nil, nil, true
+		}
+		return nil, nil, false
+	})
+	join("c")
+	select {
+	case <-swallowedAt:
+	case <-time.After(20 * time.Second):
+		t.Fatal("b never synced")
+	}
+	// b's session ends 2 s after its join; watch 3 session timeouts.
+	time.Sleep(3 * session)
+	o.mu.Lock()
+	overlap := o.overlap
+	o.mu.Unlock()
+	if len(overlap) > 0 {
+		t.Errorf("a partition ran on two members at once: %v", overlap)
+	}
+}
