@@ -125,8 +125,8 @@ audit: build
 # ports and node ids) on the broker's own process; 400k events, exactly-once;
 # 6 faults of one node at a time (SIGKILL, a third clean SIGTERM), half the
 # SIGKILLs kept down until their tasks moved (failover measured), some
-# restarts on an emptied data dir (restore from the changelog), FLUSH on
-# another node meanwhile; every pane read read_committed, exactly once.
+# restarts on an emptied data dir (restore from the changelog); at the end
+# FLUSH on every node; every pane read read_committed, exactly once.
 audit-cluster: build
 	./bin/turbinesql audit -nodes 3 -events 400000 -rate 3000 -kills 6 -sigterm 0.3 $(CHAOSFLAGS)
 

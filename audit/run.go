@@ -93,7 +93,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.IntVar(&o.nodes, "nodes", 1, "server processes sharing the app (own data dirs, ports and --node-id); a fault stops one of them, FLUSH runs on another")
 	fs.Float64Var(&o.wipe, "wipe", 0.3, "with -nodes > 1: share of restarts on an emptied data dir (state comes back from the changelog)")
 	fs.IntVar(&o.standbys, "standby-replicas", 0, "the servers' --standby-replicas: warm copies of each task on other nodes (failover then restores only what a copy lacks)")
-	fs.BoolVar(&o.midFlush, "flush-during-faults", true, "with -nodes > 1: FLUSH on another node while a fault stops one (input still arriving)")
+	fs.BoolVar(&o.midFlush, "flush-during-faults", false, "with -nodes > 1: also FLUSH on another node while a fault stops one, input still arriving (FLUSH declares the input complete so far: rows that arrive after it behind the highest watermark are late, so panes can come out short)")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -16,7 +16,8 @@
 #      through the same SASL_SSL listener, configured by flags and env.
 #   4. the exactly-once crash audit (turbinesql audit) against that broker:
 #      every plan's streams, SIGKILLs and crashes between a transaction's
-#      commit and the state's write, outputs read read_committed.
+#      commit and the state's write, outputs read read_committed;
+#   5. the same audit with three server processes sharing the app.
 # `run.sh soak` (make soak) starts the broker and runs only a long audit:
 # 1M events and 50 SIGKILLs.
 # The broker is stopped and its directory removed on exit. A broker that does
@@ -293,4 +294,11 @@ fin=$(date +%s)
 # every pane once.
 audit -events 60000 -kills 5
 aud=$(date +%s)
-echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s"
+
+# 6. Three server processes sharing the app on this broker (issue 14's
+# scale-out): faults of one node at a time, failover through the stages'
+# consumer groups, restores from the changelog topics, FLUSH on every node
+# at the end, every pane once and exact, read read_committed.
+audit -nodes 3 -events 60000 -rate 1500 -kills 4
+clu=$(date +%s)
+echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s, three-node audit $((clu - aud))s"
