@@ -134,7 +134,19 @@ func (c *chaos) awaitFailover(ctx context.Context, killed *member, t0 time.Time)
 	}
 	deadline := t0.Add(3*sess + 30*time.Second)
 	for first := true; ; first = false {
-		held, unowned, err := c.tasksOf(ctx, others[0], killed.cfg.nodeID)
+		// A survivor may crash itself meanwhile (injected, a planned
+		// fault): it is restarted, and any survivor that answers is asked.
+		for _, n := range c.others(killed) {
+			if err := c.ensureNodeUp(ctx, n); err != nil {
+				return fo, err
+			}
+		}
+		held, unowned, err := 0, 0, fmt.Errorf("no node other than %s answers", killed.name())
+		for _, n := range c.others(killed) {
+			if held, unowned, err = c.tasksOf(ctx, n, killed.cfg.nodeID); err == nil {
+				break
+			}
+		}
 		if first {
 			fo.tasks = held
 		}

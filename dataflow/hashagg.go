@@ -551,15 +551,8 @@ func (h *HashAgg) commitCached(c *Commit) error {
 	h.expired = h.expired[:0]
 	if h.hasWM {
 		dels, cold := h.agg.ExpireCold(h.wm)
-		for _, ref := range dels {
-			if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
-				return err
-			}
-		}
-		for _, w := range cold {
-			if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
-				return err
-			}
+		if err := h.deleteExpired(c, dels, cold); err != nil {
+			return err
 		}
 		c.Closed, c.HasClosed = h.wm, true
 	}
@@ -572,6 +565,22 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		return err
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
+	return nil
+}
+
+// deleteExpired deletes from the state the evicted groups of windows that
+// closed (dels) and the windows that closed while cold.
+func (h *HashAgg) deleteExpired(c *Commit, dels []exec.StateRef, cold []int64) error {
+	for _, ref := range dels {
+		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
+			return err
+		}
+	}
+	for _, w := range cold {
+		if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -605,15 +614,8 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	if err := c.State.AbsorbSorted(p, w); err != nil {
 		return err
 	}
-	for _, ref := range dels {
-		if err := c.State.DeleteGroup(ref.Window, ref.KG, ref.Key); err != nil {
-			return err
-		}
-	}
-	for _, w := range cold {
-		if err := c.State.DeleteWindowGroups(w, h.cache.groups); err != nil {
-			return err
-		}
+	if err := h.deleteExpired(c, dels, cold); err != nil {
+		return err
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,12 +103,7 @@ func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
 	defer cancel()
 	addr, start := appNodes(t, 2, "standby", func(c *Config) { c.StandbyReplicas = 1 })
 	a := start(t.TempDir())
-	aUp := true
-	defer func() {
-		if aUp {
-			a.Close()
-		}
-	}()
+	closeA := closeOnce(t, a)
 	ca := connect(ctx, t, a)
 	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`,
@@ -160,8 +156,7 @@ func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
 	})
 	cb0.Close(ctx)
 	before := testutil.ToFloat64(b.metrics.RestoredRecords.WithLabelValues("w"))
-	a.Close()
-	aUp = false
+	closeA()
 	waitOwned(t, "b to take a's partition over", func() bool { return owned(b, "w") == 2 })
 	restored := testutil.ToFloat64(b.metrics.RestoredRecords.WithLabelValues("w")) - before
 	t.Logf("b restored %v changelog records at the takeover; its copy had applied %v", restored, testutil.ToFloat64(b.metrics.StandbyRecords.WithLabelValues("w")))
@@ -207,12 +202,7 @@ func TestLongRestoreRunsOutsideTheRebalance(t *testing.T) {
 	defer cancel()
 	addr, start := appNodes(t, 1, "restore")
 	a := start(t.TempDir())
-	aUp := true
-	defer func() {
-		if aUp {
-			a.Close()
-		}
-	}()
+	closeA := closeOnce(t, a)
 	ca := connect(ctx, t, a)
 	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
@@ -234,8 +224,7 @@ func TestLongRestoreRunsOutsideTheRebalance(t *testing.T) {
 	ca.Close(ctx)
 	b := start(t.TempDir()) // an empty disk: it restores the whole changelog
 	defer func() { b.Close() }()
-	a.Close()
-	aUp = false
+	closeA()
 	sawHeld := false
 	waitOwned(t, "b to run the partition", func() bool {
 		b.mu.Lock()
@@ -267,4 +256,13 @@ func TestLongRestoreRunsOutsideTheRebalance(t *testing.T) {
 	if len(seen) != keys {
 		t.Errorf("%d panes, want %d", len(seen), keys)
 	}
+}
+
+// closeOnce closes srv when called, or at the end of the test if it was
+// not.
+func closeOnce(t *testing.T, srv *Server) func() {
+	var once sync.Once
+	stop := func() { once.Do(srv.Close) }
+	t.Cleanup(stop)
+	return stop
 }
