@@ -173,6 +173,9 @@ func deleteChangelogs(ctx context.Context, t *testing.T, dir, app string) {
 	opts := []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}
 	if testBrokers() != "" {
 		conn := testKafkaConn()
+		if err := conn.Validate(); err != nil { // TLS and SASL options
+			t.Fatal(err)
+		}
 		opts = conn.Opts(opts...)
 	} else {
 		b, err := kafkaio.StartEmbedded("127.0.0.1:0", filepath.Join(dir, "kafka"))
