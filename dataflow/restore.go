@@ -3,6 +3,7 @@ package dataflow
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -78,12 +79,7 @@ func (s *Stage) restoringCount() int {
 func (s *Stage) Restoring() []int32 {
 	s.tmu.RLock()
 	defer s.tmu.RUnlock()
-	var out []int32
-	for p := range s.restoring {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(s.restoring))
 }
 
 // startRestored starts the tasks done restoring and releases their

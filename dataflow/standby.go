@@ -2,6 +2,7 @@ package dataflow
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -67,12 +68,7 @@ func (s *Stage) Standbys() []int32 {
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	var out []int32
-	for p := range sb.warm {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(sb.warm))
 }
 
 // run keeps the stage's copies until ctx ends.

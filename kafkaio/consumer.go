@@ -384,16 +384,10 @@ func (k *Client) ReadPartition(ctx context.Context, topic string, p int32, from 
 	return next, nil
 }
 
-// GroupOwners is who holds each partition of topic in consumer group
-// group: the member's instance id (static members), else its client id.
-// A partition no member holds (the group rebalancing, or empty) is absent.
-func (k *Client) GroupOwners(ctx context.Context, group, topic string) (map[int32]string, error) {
-	a, err := k.GroupAssignment(ctx, group, topic)
-	return a.Owners, err
-}
-
 // Assignment is a consumer group's members and who holds each partition
-// of one topic (see GroupOwners).
+// of one topic: a member's instance id (static members), else its client
+// id. A partition no member holds (the group rebalancing, or empty) is
+// absent.
 type Assignment struct {
 	Members []string // sorted
 	Owners  map[int32]string
