@@ -156,6 +156,13 @@ type StageConfig struct {
 	// an error that is a *TxnAborted can be cured by starting the stage
 	// again from its state.
 	OnFail func(err error)
+	// Deferred: StartStage returns once the stage has joined its group,
+	// without waiting for the first assignment; the caller waits with
+	// AwaitAssigned. A process starting many stages starts them all
+	// first: each join of a group with other members costs a rebalance
+	// round (a heartbeat or more), and waiting for them one by one made
+	// a restart of a node with 13 streams take 10 s.
+	Deferred bool
 }
 
 // Stage runs a task per partition of its topic that its consumer group
@@ -227,22 +234,32 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); s.standby.run(s.runCtx) }()
 	}
-	// The first assignment opens this process's tasks: wait for it, so a
-	// task that cannot open fails the start, and a FLUSH right after
-	// finds the tasks there.
-	select {
-	case <-s.assignment():
-	case <-ctx.Done():
-		s.Stop()
-		return nil, ctx.Err()
-	case <-time.After(joinTimeout):
-		s.log.Warn("no partitions assigned yet; the stage keeps waiting for its consumer group", "group", cfg.Group, "waited", joinTimeout)
+	if cfg.Deferred {
+		return s, nil
 	}
-	if err := s.firstErr(); err != nil {
+	if err := s.AwaitAssigned(ctx); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// AwaitAssigned waits for the stage's first assignment (at most
+// joinTimeout: then the stage keeps waiting for its group in the
+// background), and returns the error of opening its tasks. The first
+// assignment opens this process's tasks: StartStage waits for it, so a
+// task that cannot open fails the start, and a FLUSH right after finds
+// the tasks there. A Deferred stage whose tasks could not open has failed
+// already (OnFail, Err), as any later failure does.
+func (s *Stage) AwaitAssigned(ctx context.Context) error {
+	select {
+	case <-s.assignment():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(joinTimeout):
+		s.log.Warn("no partitions assigned yet; the stage keeps waiting for its consumer group", "group", s.cfg.Group, "waited", joinTimeout)
+	}
+	return s.firstErr()
 }
 
 // joinTimeout bounds how long a start waits for its first assignment.

@@ -193,6 +193,12 @@ type Server struct {
 
 	clog     *catalogLog
 	replayed atomic.Bool // the catalog has been replayed (for /readyz)
+	// joins collects the stages the catalog's replay started while
+	// deferJoins is set: boot waits for their first assignments at once
+	// (startStage).
+	joinMu     sync.Mutex
+	deferJoins bool
+	joins      []*dataflow.Stage
 	// ddlMu runs this node's catalog statements one at a time
 	// (serialDDL); catMu guards cf, the catalog follower's position.
 	ddlMu sync.Mutex
@@ -369,7 +375,11 @@ func (s *Server) boot(ctx context.Context) error {
 	if _, err := s.kafka.EnsureTopic(ctx, s.flushTopic(), 1, flushTopicConfig); err != nil {
 		return err
 	}
+	s.joinMu.Lock()
+	s.deferJoins = true
+	s.joinMu.Unlock()
 	entries, ends, err := s.replayCatalog(ctx, s.clog)
+	s.awaitJoins(ctx)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,52 @@ func (s *Server) startStage(ctx context.Context, cfg dataflow.StageConfig) (*dat
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
-	return dataflow.StartStage(ctx, cfg, s.deps())
+	s.joinMu.Lock()
+	cfg.Deferred = s.deferJoins
+	s.joinMu.Unlock()
+	st, err := dataflow.StartStage(ctx, cfg, s.deps())
+	if err != nil || !cfg.Deferred {
+		return st, err
+	}
+	s.joinMu.Lock()
+	deferred := s.deferJoins
+	if deferred {
+		s.joins = append(s.joins, st)
+	}
+	s.joinMu.Unlock()
+	if deferred {
+		return st, nil
+	}
+	// The replay's wait is over: wait here.
+	if err := st.AwaitAssigned(ctx); err != nil {
+		st.Stop()
+		return nil, err
+	}
+	return st, nil
+}
+
+// awaitJoins waits for the first assignment of every stage started while
+// joins were deferred, all at once, and starts further stages waiting for
+// their own. A stage whose tasks could not open has failed by then, and
+// its stream shows it as any later failure.
+func (s *Server) awaitJoins(ctx context.Context) {
+	s.joinMu.Lock()
+	stages := s.joins
+	s.joins, s.deferJoins = nil, false
+	s.joinMu.Unlock()
+	start := s.clock()
+	var wg sync.WaitGroup
+	for _, st := range stages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = st.AwaitAssigned(ctx) // the stage logged and recorded it
+		}()
+	}
+	wg.Wait()
+	if len(stages) > 0 {
+		s.log.Info("stages joined their groups", "stages", len(stages), "took", s.clock().Sub(start).Round(time.Millisecond))
+	}
 }
 
 // changelogTopic names the changelog of the stage whose consumer group is
