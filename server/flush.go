@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turbinesql/turbinesql/barrier"
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -117,8 +118,8 @@ func (s *Server) flushStagesNow() (stages []flushStage, failed map[string]error)
 
 // flushStages runs one FLUSH over every process: the stages that read the
 // sources, then those behind hops, each in two steps (reach, then close).
-// Streams feeding streams need rounds: it repeats until a round finds no
-// input moved. A failed stream is returned in failed, and the others still
+// Streams feeding streams need rounds: it repeats until the topics the
+// first level reads have not moved since the last round (at most 20). A failed stream is returned in failed, and the others still
 // complete.
 func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err error) {
 	f := &clusterFlush{s: s, id: s.nodeID + "-" + strconv.FormatInt(s.flushSeq.Add(1), 10), failed: map[string]error{}}
@@ -135,6 +136,14 @@ func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err 
 				}
 			}
 			ends, want := f.targets(ctx, level)
+			if !behind && round > 0 && sameEnds(prev, ends) {
+				// Nothing the first level reads moved since the last
+				// round: it ran to the end.
+				return f.failed, nil
+			}
+			if !behind {
+				s.flushRounds.Inc()
+			}
 			if len(ends) == 0 {
 				continue
 			}
@@ -143,19 +152,31 @@ func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err 
 					return nil, err
 				}
 			}
-			for t, e := range ends {
-				all[t] = e
+			if !behind {
+				// Only the topics the first level reads say whether another
+				// round is needed (a stream reads a stream's output, whose
+				// end moved with the panes this round wrote). The internal
+				// topics behind hops move at every commit (watermark markers,
+				// transaction markers) and this round read them to where
+				// the first level left them.
+				for t, e := range ends {
+					all[t] = e
+				}
 			}
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if sameEnds(prev, all) {
-			break
-		}
 		prev = all
 	}
 	return f.failed, nil
+}
+
+func newFlushRounds(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "turbine_flush_rounds_total",
+		Help: "Rounds of the FLUSHes this process ran: a round reads every stage's input to its end and closes; another round runs only when a stream's output that another stream reads moved."})
+	reg.MustRegister(c)
+	return c
 }
 
 // clusterFlush is one FLUSH this process coordinates.
@@ -298,6 +319,13 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 		s.awaitWatermarks(ctx)
 	}
 	stages, local := s.flushStagesNow()
+	// The stages of a step are independent (they meet only through
+	// Kafka), and a close step commits each task (a transaction under
+	// exactly-once): one after another, a dozen streams made each step
+	// take seconds. Up to stopParallel run at once, as stops do.
+	var mu sync.Mutex
+	sem := make(chan struct{}, stopParallel)
+	var wg sync.WaitGroup
 	for _, fs := range stages {
 		targets, ok := st.Targets[fs.stage.Topic()]
 		if !ok {
@@ -309,17 +337,25 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 			}
 			ack.Restoring[fs.stage.Group()] = r
 		}
-		covered, err := fs.stage.FlushPhase(ctx, targets, st.Close)
-		if err != nil {
-			for _, name := range fs.streams {
-				if _, ok := local[name]; !ok {
-					local[name] = err
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			covered, err := fs.stage.FlushPhase(ctx, targets, st.Close)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				for _, name := range fs.streams {
+					if _, ok := local[name]; !ok {
+						local[name] = err
+					}
 				}
+				return
 			}
-			continue
-		}
-		ack.Covered[fs.stage.Group()] = covered
+			ack.Covered[fs.stage.Group()] = covered
+		}()
 	}
+	wg.Wait()
 	for name, err := range local {
 		ack.Failed[name] = err.Error()
 		var aborted *dataflow.TxnAborted

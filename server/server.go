@@ -199,6 +199,7 @@ type Server struct {
 	joinMu     sync.Mutex
 	deferJoins bool
 	joins      []*dataflow.Stage
+	joined     []func() // run once they are joined (afterJoin)
 	// ddlMu runs this node's catalog statements one at a time
 	// (serialDDL); catMu guards cf, the catalog follower's position.
 	ddlMu sync.Mutex
@@ -220,9 +221,11 @@ type Server struct {
 	brokerGauge prometheus.Gauge
 	// subscriptions counts open SUBSCRIBEs (COPY, bare, cursors).
 	subscriptions prometheus.Gauge
-	bgCancel      context.CancelFunc // the server's background work
-	failedMu      sync.Mutex
-	failed        map[string]failedObject // catalog records replay could not apply, by key
+	// flushRounds counts the rounds of the FLUSHes this process ran.
+	flushRounds prometheus.Counter
+	bgCancel    context.CancelFunc // the server's background work
+	failedMu    sync.Mutex
+	failed      map[string]failedObject // catalog records replay could not apply, by key
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -305,6 +308,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
 	s.subscriptions = newSubscriptionsGauge(reg)
+	s.flushRounds = newFlushRounds(reg)
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {

@@ -173,15 +173,36 @@ func (s *Server) startStage(ctx context.Context, cfg dataflow.StageConfig) (*dat
 	return st, nil
 }
 
+// afterJoin runs fn once the stages started so far have their first
+// assignment: now, or when the catalog's replay has waited for them (a
+// start line tells how many partitions resumed from state, known only
+// then).
+func (s *Server) afterJoin(fn func()) {
+	s.joinMu.Lock()
+	if s.deferJoins {
+		s.joined = append(s.joined, fn)
+		fn = nil
+	}
+	s.joinMu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
 // awaitJoins waits for the first assignment of every stage started while
 // joins were deferred, all at once, and starts further stages waiting for
 // their own. A stage whose tasks could not open has failed by then, and
 // its stream shows it as any later failure.
 func (s *Server) awaitJoins(ctx context.Context) {
 	s.joinMu.Lock()
-	stages := s.joins
-	s.joins, s.deferJoins = nil, false
+	stages, joined := s.joins, s.joined
+	s.joins, s.joined, s.deferJoins = nil, nil, false
 	s.joinMu.Unlock()
+	defer func() {
+		for _, fn := range joined {
+			fn()
+		}
+	}()
 	start := s.clock()
 	var wg sync.WaitGroup
 	for _, st := range stages {
@@ -381,8 +402,10 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	}
 	r.final = st
 	s.log.Info("plan chosen", "stream", def.Name, "strategy", p.Strategy, "rule", p.Rule, "reason", p.Reason)
-	s.log.Info("stream started", "stream", def.Name, "input", def.Input, "output", def.Topic, "partitions", spec.nIn,
-		"restored_partitions", restored(st), "strategy", p.Strategy)
+	s.afterJoin(func() {
+		s.log.Info("stream started", "stream", def.Name, "input", def.Input, "output", def.Topic, "partitions", spec.nIn,
+			"restored_partitions", restored(st), "strategy", p.Strategy)
+	})
 	return r, nil
 }
 
@@ -529,7 +552,9 @@ func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string,
 	}
 	h.stage, h.cfg = st, cfg
 	s.hops[topic] = h
-	s.log.Info("repartition hop started", "hop", topic, "source", src.Topic, "by", column, "partitions", nOut, "restored_partitions", st.Resumed())
+	s.afterJoin(func() {
+		s.log.Info("repartition hop started", "hop", topic, "source", src.Topic, "by", column, "partitions", nOut, "restored_partitions", st.Resumed())
+	})
 	return h, nil
 }
 
