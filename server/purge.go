@@ -1,0 +1,182 @@
+package server
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/planner"
+	"github.com/turbinesql/turbinesql/purge"
+)
+
+// Consumed records of the hop topics are purged (package purge) to the
+// committed offsets of their readers:
+//
+//   - a combine topic has one reader, the stream's merge stage (the
+//     stream's consumer group);
+//   - a repartition topic is shared by the streams of one (topic, column),
+//     and a stream created later reads it from offset 0 to get the
+//     source's history. So the hop has generations (shuffle.HopGeneration):
+//     before its first deletion on a generation the purger writes a seal
+//     record for it to the catalog log, and purges only once its own
+//     follower has applied that seal. Every node judges the log in the
+//     same order (catalog.Ledger): a CREATE STREAM whose record names the
+//     generation stands only before the seal, and a later one names the
+//     next generation, whose own hop reads the source from its start. The
+//     readers of a sealed generation are thus the live streams whose
+//     records name it, a set that can only shrink, and the purger has
+//     all of them in its ledger when it computes the purge point.
+//
+// A seal is written only while every member of the app advertises that
+// it knows seals (cluster.Member.HopSeals): a node of the previous release
+// would run a new stream behind the first generation whatever the log
+// says.
+
+// DefaultPurgeInterval is how often consumed hop records are purged.
+const DefaultPurgeInterval = 30 * time.Second
+
+// purgeState is what the purger remembers between rounds.
+type purgeState struct {
+	mu     sync.Mutex
+	sealed map[string]bool // seals this process has written
+}
+
+func (s *Server) purgeInterval() time.Duration {
+	if s.cfg.PurgeInterval == 0 {
+		return DefaultPurgeInterval
+	}
+	return s.cfg.PurgeInterval
+}
+
+// newPurger is this server's purger of hop topics.
+func (s *Server) newPurger() *purge.Purger {
+	return &purge.Purger{Kafka: s.kafka, Targets: s.purgeTargets, Purged: s.purgedRecords, Log: s.log}
+}
+
+// startPurging runs the purger every --purge-interval until Close
+// (a negative interval: never).
+func (s *Server) startPurging() {
+	every := s.purgeInterval()
+	if every < 0 {
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		s.newPurger().Run(s.bg, every)
+	}()
+}
+
+// purgeTargets lists the hop topics to purge, with their readers.
+func (s *Server) purgeTargets() []purge.Target {
+	// What runs here: each stream's plan (nil: it failed before it was
+	// planned).
+	type local struct {
+		plan *planner.Plan
+		hop  string
+	}
+	s.mu.Lock()
+	running := map[string]local{}
+	for name, r := range s.streams {
+		l := local{plan: r.plan}
+		if r.plan != nil && r.plan.Strategy == planner.StrategyRepartition {
+			l.hop = s.hopTopic(r.def, r.plan)
+		}
+		running[name] = l
+	}
+	s.mu.Unlock()
+
+	s.catMu.Lock()
+	ledger := s.cf.ledger
+	var streams []catalog.Entry
+	sealed := map[string]bool{}
+	if ledger != nil {
+		streams = ledger.Streams()
+		for _, e := range streams {
+			if e.Hop != "" {
+				sealed[e.Hop] = isSealed(ledger, e.Hop)
+			}
+		}
+	}
+	s.catMu.Unlock()
+
+	var out []purge.Target
+	gens := map[string][]string{}
+	unknown := false // a stream of the log whose repartition topic this node cannot tell
+	for _, e := range streams {
+		l, ok := running[e.Name]
+		switch {
+		case e.Hop != "":
+			gens[e.Hop] = append(gens[e.Hop], s.groupName(e.Name))
+		case !ok || l.plan == nil:
+			unknown = true
+		case l.plan.Strategy == planner.StrategyCombine:
+			out = append(out, purge.Target{Topic: combineTopic(s.cfg.AppID, l.plan.Input.Topic, e.Name), Readers: []string{s.groupName(e.Name)}})
+		case l.hop != "":
+			// Recorded before hops had generations: it reads the first.
+			gens[l.hop] = append(gens[l.hop], s.groupName(e.Name))
+			if _, seen := sealed[l.hop]; !seen {
+				s.catMu.Lock()
+				sealed[l.hop] = isSealed(s.cf.ledger, l.hop)
+				s.catMu.Unlock()
+			}
+		}
+	}
+	if unknown {
+		// Its group would be missing from the minimum: purge no
+		// repartition topic until every stream is known here.
+		s.log.Debug("not purging repartition topics this round: a stream of the catalog is not planned on this node")
+		gens = nil
+	}
+	topics := make([]string, 0, len(gens))
+	for t := range gens {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		tg := purge.Target{Topic: t, Readers: gens[t]}
+		if !sealed[t] {
+			// Not sealed when the readers were listed: seal it, and purge
+			// in a round that lists them after the seal.
+			tg.Ready = func(ctx context.Context) (bool, error) { return false, s.sealHop(ctx, t) }
+		}
+		out = append(out, tg)
+	}
+	return out
+}
+
+// sealHop writes the seal of a repartition topic generation to the
+// catalog log, once per process, and only while every member knows seals.
+func (s *Server) sealHop(ctx context.Context, topic string) error {
+	m := s.members.Load()
+	if m == nil {
+		return nil
+	}
+	members := m.Members()
+	if len(members) == 0 {
+		return nil
+	}
+	for _, mem := range members {
+		if !mem.HopSeals {
+			s.log.Debug("not sealing a repartition topic for purging: a member runs a binary that does not know seals", "topic", topic, "member", mem.Node)
+			return nil
+		}
+	}
+	s.purging.mu.Lock()
+	defer s.purging.mu.Unlock()
+	if s.purging.sealed[topic] {
+		return nil // written; the follower has not applied it yet
+	}
+	off, err := s.clog.write(ctx, catalog.Change{Kind: catalog.KindHop, Name: topic, SQL: topic, Op: catalog.OpSeal}, newStmtID(), "")
+	if err != nil {
+		return err
+	}
+	if s.purging.sealed == nil {
+		s.purging.sealed = map[string]bool{}
+	}
+	s.purging.sealed[topic] = true
+	s.log.Info("repartition topic sealed for purging: streams created from now on read the hop's next generation", "topic", topic, "catalog_offset", off)
+	return nil
+}
