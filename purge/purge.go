@@ -38,12 +38,11 @@ type Kafka interface {
 type Target struct {
 	Topic   string
 	Readers []string
-	// Ready, when set, is asked before the topic's first deletion of a
-	// round, once there is something to delete; false skips the topic
-	// this round (a repartition generation that must first be sealed to
-	// new readers: its reader set is only final once the seal is in the
-	// catalog log).
-	Ready func(ctx context.Context) (bool, error)
+	// Ready, when set, is asked before the topic's deletion in a round,
+	// with how many records could go; false skips the topic this round (a
+	// repartition generation that must first be sealed to new readers:
+	// its reader set is only final once the seal is in the catalog log).
+	Ready func(ctx context.Context, purgeable int64) (bool, error)
 }
 
 // Point is where each partition can be purged to: the smallest offset
@@ -143,16 +142,18 @@ func (p *Purger) purge(ctx context.Context, t Target) (int64, error) {
 		committed = append(committed, c)
 	}
 	to := map[int32]int64{}
+	var purgeable int64
 	for part, o := range Point(committed) {
 		if s, ok := start[part]; ok && o > s {
 			to[part] = o
+			purgeable += o - s
 		}
 	}
 	if len(to) == 0 {
 		return 0, nil
 	}
 	if t.Ready != nil {
-		ok, err := t.Ready(ctx)
+		ok, err := t.Ready(ctx, purgeable)
 		if err != nil || !ok {
 			return 0, err
 		}

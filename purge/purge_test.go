@@ -52,7 +52,12 @@ func TestRoundWaitsForReady(t *testing.T) {
 	}}
 	ready := false
 	p := &Purger{Kafka: k, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Targets: func() []Target {
-		return []Target{{Topic: "t", Readers: []string{"a", "b"}, Ready: func(context.Context) (bool, error) { return ready, nil }}}
+		return []Target{{Topic: "t", Readers: []string{"a", "b"}, Ready: func(_ context.Context, n int64) (bool, error) {
+			if n != 4 {
+				t.Errorf("Ready told %d purgeable records, want 4", n)
+			}
+			return ready, nil
+		}}}
 	}}
 	if n := p.Round(context.Background()); len(n) != 0 || k.deleted != nil {
 		t.Fatalf("purged %v before ready", n)

@@ -37,6 +37,22 @@ import (
 // DefaultPurgeInterval is how often consumed hop records are purged.
 const DefaultPurgeInterval = 30 * time.Second
 
+// DefaultSealAfterRecords is how many consumed records a repartition
+// topic generation holds before it is sealed for purging. Sealing has a
+// cost: a stream created after it cannot share the running hop and gets a
+// new generation, whose hop reads the whole source again. Waiting for a
+// backlog worth deleting (the hop's watermark markers alone make records
+// every commit) keeps streams created close together on one hop, and
+// bounds the topic all the same.
+const DefaultSealAfterRecords = 1_000_000
+
+func (s *Server) sealAfter() int64 {
+	if s.cfg.PurgeSealRecords > 0 {
+		return s.cfg.PurgeSealRecords
+	}
+	return DefaultSealAfterRecords
+}
+
 // purgeState is what the purger remembers between rounds.
 type purgeState struct {
 	mu     sync.Mutex
@@ -140,7 +156,12 @@ func (s *Server) purgeTargets() []purge.Target {
 		if !sealed[t] {
 			// Not sealed when the readers were listed: seal it, and purge
 			// in a round that lists them after the seal.
-			tg.Ready = func(ctx context.Context) (bool, error) { return false, s.sealHop(ctx, t) }
+			tg.Ready = func(ctx context.Context, purgeable int64) (bool, error) {
+				if purgeable < s.sealAfter() {
+					return false, nil
+				}
+				return false, s.sealHop(ctx, t)
+			}
 		}
 		out = append(out, tg)
 	}

@@ -87,7 +87,7 @@ func sealedOn(srv *Server, topic string) bool {
 func TestHopPurgeFollowsSlowestReader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	addr, start := appNodes(t, 2, "purge", func(c *Config) { c.PurgeInterval = -1 })
+	addr, start := appNodes(t, 2, "purge", func(c *Config) { c.PurgeInterval, c.PurgeSealRecords = -1, 1 })
 	srv := start(t.TempDir())
 	defer func() { srv.Close() }()
 	conn := connect(ctx, t, srv)
@@ -105,19 +105,29 @@ func TestHopPurgeFollowsSlowestReader(t *testing.T) {
 	execAll(ctx, t, conn, "FLUSH")
 
 	p := srv.newPurger()
+	// Fewer consumed records than the seal threshold: the hop is not
+	// sealed; the combine topic needs no seal.
+	srv.cfg.PurgeSealRecords = 1 << 40
+	if got := p.Round(ctx); got[hop] != 0 || got[cmb] == 0 {
+		t.Fatalf("round below the seal threshold purged %v; want the combine topic only", got)
+	}
+	if first := offsetsOf(ctx, t, srv, "start", cmb); !maps.Equal(first, offsetsOf(ctx, t, srv, srv.groupName("c"), cmb)) {
+		t.Errorf("combine topic starts at %v, its reader committed %v", first, offsetsOf(ctx, t, srv, srv.groupName("c"), cmb))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if sealedOn(srv, hop) {
+		t.Fatal("sealed below the threshold")
+	}
+	srv.cfg.PurgeSealRecords = 1
 	// A member without hop_seals (the previous release): no seal, no
-	// purge of the hop; the combine topic needs no seal.
+	// purge of the hop.
 	members := controlLog{k: srv.kafka, topic: srv.controlTopic()}
 	if err := members.Put(ctx, "member/old", []byte(`{"v":1,"node":"old","pg_addr":"x","tasks_owned":0,"tasks_standby":0,"state":"up"}`)); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(t, "the old member to be seen", func() bool { return len(srv.members.Load().Members()) == 2 })
-	got := p.Round(ctx)
-	if got[hop] != 0 || got[cmb] == 0 {
-		t.Fatalf("round with an old member purged %v; want the combine topic only", got)
-	}
-	if first := offsetsOf(ctx, t, srv, "start", cmb); !maps.Equal(first, offsetsOf(ctx, t, srv, srv.groupName("c"), cmb)) {
-		t.Errorf("combine topic starts at %v, its reader committed %v", first, offsetsOf(ctx, t, srv, srv.groupName("c"), cmb))
+	if got := p.Round(ctx); got[hop] != 0 {
+		t.Fatalf("round with an old member purged the hop: %v", got)
 	}
 	time.Sleep(300 * time.Millisecond)
 	if sealedOn(srv, hop) {
@@ -192,7 +202,7 @@ func TestHopPurgeFollowsSlowestReader(t *testing.T) {
 func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	addr, start := appNodes(t, 2, "gens", func(c *Config) { c.PurgeInterval = 200 * time.Millisecond })
+	addr, start := appNodes(t, 2, "gens", func(c *Config) { c.PurgeInterval, c.PurgeSealRecords = 200*time.Millisecond, 1 })
 	dirA := t.TempDir()
 	a := start(dirA)
 	defer func() { a.Close() }()

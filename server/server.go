@@ -97,6 +97,10 @@ type Config struct {
 	// PurgeInterval is how often consumed records of hop topics are
 	// deleted (0: DefaultPurgeInterval; negative: never).
 	PurgeInterval time.Duration
+	// PurgeSealRecords is how many consumed records a repartition topic
+	// generation holds before it is sealed and purged (0:
+	// DefaultSealAfterRecords).
+	PurgeSealRecords int64
 	// stateFS, when set, is the file system of the state store (tests fill
 	// the disk on cue).
 	stateFS vfs.FS

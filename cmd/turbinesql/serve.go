@@ -42,6 +42,7 @@ type serveFlags struct {
 	commitEvery, transitionWindow, session        time.Duration
 	purgeEvery                                    time.Duration
 	stateCacheMB, standbys                        int
+	purgeSealRecords                              int64
 	replicationFactor, minInsync                  int
 	statementTimeout                              timeoutFlag
 	saslMech, saslUser, saslPassFile              string
@@ -68,6 +69,8 @@ func newServeFlags() *serveFlags {
 		"how long the processes of an app wait for a silent one before its partitions move to the others (Kafka consumer-group session timeout)")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", server.DefaultPurgeInterval,
 		"how often records of internal hop topics (repartition, combine) that every reader has committed past are deleted (Kafka DeleteRecords); 0 or negative: never")
+	fs.Int64Var(&f.purgeSealRecords, "purge-seal-records", server.DefaultSealAfterRecords,
+		"consumed records a repartition topic holds before it is sealed and purged; streams created after a seal read a new generation of the hop, which reads the source again")
 	fs.IntVar(&f.standbys, "standby-replicas", 0,
 		"how many other processes of the app keep a warm copy of each task's state, so a failover restores only what the copy had not applied yet (Kafka Streams' num.standby.replicas)")
 	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
@@ -211,6 +214,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		SessionTimeout:   f.session,
 		StandbyReplicas:  f.standbys,
 		PurgeInterval:    purgeInterval(f.purgeEvery),
+		PurgeSealRecords: f.purgeSealRecords,
 		NodeID:           f.nodeID,
 		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,
