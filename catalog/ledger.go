@@ -99,6 +99,16 @@ func (l *Ledger) Sealed(topic string) (int64, bool) {
 	return o, ok
 }
 
+// SealedTopics lists the sealed hop generations by topic.
+func (l *Ledger) SealedTopics() []string {
+	out := make([]string, 0, len(l.sealed))
+	for t := range l.sealed {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Streams lists the live streams by name.
 func (l *Ledger) Streams() []Entry {
 	var out []Entry

@@ -18,7 +18,6 @@ package purge
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -73,7 +72,7 @@ func Point(committed []map[int32]int64) map[int32]int64 {
 	return out
 }
 
-// Purger purges its targets every interval.
+// Purger purges its targets when asked (Round).
 type Purger struct {
 	Kafka   Kafka
 	Targets func() []Target
@@ -90,20 +89,6 @@ func NewPurgedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 	}, []string{"topic"})
 	reg.MustRegister(c)
 	return c
-}
-
-// Run purges once every interval until ctx ends.
-func (p *Purger) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.Round(ctx)
-	}
 }
 
 // Round purges every target once and returns how many records it

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/cluster"
+	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/purge"
 )
@@ -55,8 +58,9 @@ func (s *Server) sealAfter() int64 {
 
 // purgeState is what the purger remembers between rounds.
 type purgeState struct {
-	mu     sync.Mutex
-	sealed map[string]bool // seals this process has written
+	mu      sync.Mutex
+	sealed  map[string]bool // seals this process has written
+	retired map[string]bool // generations whose topics this process deleted
 }
 
 func (s *Server) purgeInterval() time.Duration {
@@ -81,79 +85,106 @@ func (s *Server) startPurging() {
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
-		s.newPurger().Run(s.bg, every)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		p := s.newPurger()
+		for {
+			select {
+			case <-s.bg.Done():
+				return
+			case <-t.C:
+			}
+			p.Round(s.bg)
+			s.retireGenerations(s.bg)
+		}
 	}()
 }
 
-// purgeTargets lists the hop topics to purge, with their readers.
-func (s *Server) purgeTargets() []purge.Target {
+// hopView is who reads which hop topic, as this node knows it.
+type hopView struct {
+	combine []purge.Target
+	// gens are the readers (consumer groups) of each repartition topic
+	// generation with a live stream.
+	gens map[string][]string
+	// sealed holds every sealed generation, read in the same look at the
+	// ledger as the streams: a generation sealed then has every stream
+	// created before its seal among them.
+	sealed map[string]bool
+	// running: the hop topics whose hop runs on this node.
+	running map[string]bool
+	// unknown: a stream of the catalog this node has not planned (it
+	// failed to start here), recorded before hops had generations, so
+	// which repartition topic it reads is not known here.
+	unknown bool
+}
+
+func (s *Server) hopView() hopView {
 	// What runs here: each stream's plan (nil: it failed before it was
 	// planned).
 	type local struct {
 		plan *planner.Plan
 		hop  string
 	}
+	v := hopView{gens: map[string][]string{}, sealed: map[string]bool{}, running: map[string]bool{}}
 	s.mu.Lock()
-	running := map[string]local{}
+	runningStreams := map[string]local{}
 	for name, r := range s.streams {
 		l := local{plan: r.plan}
 		if r.plan != nil && r.plan.Strategy == planner.StrategyRepartition {
 			l.hop = s.hopTopic(r.def, r.plan)
 		}
-		running[name] = l
+		runningStreams[name] = l
+	}
+	for t := range s.hops {
+		v.running[t] = true
 	}
 	s.mu.Unlock()
 
 	s.catMu.Lock()
-	ledger := s.cf.ledger
 	var streams []catalog.Entry
-	sealed := map[string]bool{}
-	if ledger != nil {
-		streams = ledger.Streams()
-		for _, e := range streams {
-			if e.Hop != "" {
-				sealed[e.Hop] = isSealed(ledger, e.Hop)
-			}
+	if l := s.cf.ledger; l != nil {
+		streams = l.Streams()
+		for _, t := range l.SealedTopics() {
+			v.sealed[t] = true
 		}
 	}
 	s.catMu.Unlock()
 
-	var out []purge.Target
-	gens := map[string][]string{}
-	unknown := false // a stream of the log whose repartition topic this node cannot tell
 	for _, e := range streams {
-		l, ok := running[e.Name]
+		l, ok := runningStreams[e.Name]
 		switch {
 		case e.Hop != "":
-			gens[e.Hop] = append(gens[e.Hop], s.groupName(e.Name))
+			v.gens[e.Hop] = append(v.gens[e.Hop], s.groupName(e.Name))
 		case !ok || l.plan == nil:
-			unknown = true
+			v.unknown = true
 		case l.plan.Strategy == planner.StrategyCombine:
-			out = append(out, purge.Target{Topic: combineTopic(s.cfg.AppID, l.plan.Input.Topic, e.Name), Readers: []string{s.groupName(e.Name)}})
+			v.combine = append(v.combine, purge.Target{Topic: combineTopic(s.cfg.AppID, l.plan.Input.Topic, e.Name), Readers: []string{s.groupName(e.Name)}})
 		case l.hop != "":
 			// Recorded before hops had generations: it reads the first.
-			gens[l.hop] = append(gens[l.hop], s.groupName(e.Name))
-			if _, seen := sealed[l.hop]; !seen {
-				s.catMu.Lock()
-				sealed[l.hop] = isSealed(s.cf.ledger, l.hop)
-				s.catMu.Unlock()
-			}
+			v.gens[l.hop] = append(v.gens[l.hop], s.groupName(e.Name))
 		}
 	}
-	if unknown {
+	return v
+}
+
+// purgeTargets lists the hop topics to purge, with their readers.
+func (s *Server) purgeTargets() []purge.Target {
+	v := s.hopView()
+	out := v.combine
+	if v.unknown {
 		// Its group would be missing from the minimum: purge no
 		// repartition topic until every stream is known here.
 		s.log.Debug("not purging repartition topics this round: a stream of the catalog is not planned on this node")
-		gens = nil
+		return out
 	}
-	topics := make([]string, 0, len(gens))
-	for t := range gens {
+	topics := make([]string, 0, len(v.gens))
+	for t := range v.gens {
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
 	for _, t := range topics {
-		tg := purge.Target{Topic: t, Readers: gens[t]}
-		if !sealed[t] {
+		tg := purge.Target{Topic: t, Readers: v.gens[t]}
+		if !v.sealed[t] {
 			// Not sealed when the readers were listed: seal it, and purge
 			// in a round that lists them after the seal.
 			tg.Ready = func(ctx context.Context, purgeable int64) (bool, error) {
@@ -168,6 +199,46 @@ func (s *Server) purgeTargets() []purge.Target {
 	return out
 }
 
+// retireGenerations deletes the topic, consumer group and changelog of
+// each sealed repartition generation that no stream reads any more: none
+// can read it again (a CREATE naming it loses), so nothing of it is
+// needed. A generation whose hop still runs somewhere (here, or its
+// group still has members) is left for a later round.
+func (s *Server) retireGenerations(ctx context.Context) {
+	v := s.hopView()
+	if v.unknown {
+		return
+	}
+	for t := range v.sealed {
+		if len(v.gens[t]) > 0 || v.running[t] {
+			continue
+		}
+		s.purging.mu.Lock()
+		done := s.purging.retired[t]
+		s.purging.mu.Unlock()
+		if done {
+			continue
+		}
+		if err := s.kafka.DeleteGroups(ctx, t); err != nil {
+			if !kafkaio.IsGroupNotEmpty(err) {
+				s.log.Warn("cannot delete the consumer group of a retired repartition generation; retrying next round", "topic", t, "err", err)
+			}
+			continue
+		}
+		if err := s.kafka.DeleteTopics(ctx, t, changelogTopic(t)); err != nil {
+			s.log.Warn("cannot delete the topics of a retired repartition generation; retrying next round", "topic", t, "err", err)
+			continue
+		}
+		s.purging.mu.Lock()
+		if s.purging.retired == nil {
+			s.purging.retired = map[string]bool{}
+		}
+		s.purging.retired[t] = true
+		s.purging.mu.Unlock()
+		s.log.Info("repartition generation retired: sealed, and no stream reads it; its topic, consumer group and changelog are deleted", "topic", t)
+	}
+}
+
 // sealHop writes the seal of a repartition topic generation to the
 // catalog log, once per process, and only while every member knows seals.
 func (s *Server) sealHop(ctx context.Context, topic string) error {
@@ -175,8 +246,11 @@ func (s *Server) sealHop(ctx context.Context, topic string) error {
 	if m == nil {
 		return nil
 	}
+	// The control topic has one partition: once this process's own
+	// heartbeat has come back, every heartbeat written before it has been
+	// read, so a live member of an older release is in the list.
 	members := m.Members()
-	if len(members) == 0 {
+	if !slices.ContainsFunc(members, func(mem cluster.Member) bool { return mem.Node == s.nodeID }) {
 		return nil
 	}
 	for _, mem := range members {

@@ -264,6 +264,18 @@ func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
 	if _, ok := catalogEntryHop(a, "r3"); !ok {
 		t.Error("r3 is not in a's ledger after restart")
 	}
+
+	// The sealed generation's last stream goes: so do its topics; the
+	// next generation, still read, stays.
+	execAll(ctx, t, ca, "DROP STREAM r1")
+	waitOwned(t, "the sealed generation's topics to be deleted", func() bool {
+		n, err := a.kafka.Partitions(ctx, hop)
+		m, err2 := a.kafka.Partitions(ctx, changelogTopic(hop))
+		return err == nil && err2 == nil && n == 0 && m == 0
+	})
+	if n, err := a.kafka.Partitions(ctx, g2); err != nil || n != 2 {
+		t.Fatalf("the generation r3 reads has %d partitions (%v)", n, err)
+	}
 }
 
 func catalogEntryHop(srv *Server, name string) (string, bool) {
