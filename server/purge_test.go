@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,8 +232,24 @@ func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
 	ca.Close(ctx)
 
 	cb := connect(ctx, t, b)
-	execAll(ctx, t, cb, fmt.Sprintf(purgeStreamSQL, "r3", "repartition"))
 	g2 := shuffle.HopGeneration(hop, 2)
+	rows, err := cb.Query(ctx, "EXPLAIN "+fmt.Sprintf(purgeStreamSQL, "r3", "repartition"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	explained := false
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		explained = explained || strings.Contains(line, "internal topic "+g2+" ")
+	}
+	rows.Close()
+	if !explained {
+		t.Errorf("EXPLAIN does not name %s", g2)
+	}
+	execAll(ctx, t, cb, fmt.Sprintf(purgeStreamSQL, "r3", "repartition"))
 	for _, srv := range []*Server{a, b} {
 		waitOwned(t, "r3 on every node", func() bool { _, ok := srv.cat.Stream("r3"); return ok })
 		if d, _ := srv.cat.Stream("r3"); d.Hop != g2 {
