@@ -21,6 +21,9 @@ const (
 	KindSource Kind = "source"
 	KindStream Kind = "stream"
 	KindUser   Kind = "user"
+	// KindHop keys a repartition hop's generation records (OpSeal): they
+	// describe no object and are never replayed as a statement.
+	KindHop Kind = "hop"
 )
 
 // Source is a Kafka topic declared as a relation.
@@ -87,7 +90,11 @@ type Stream struct {
 	// strategy option decides). The catalog record carries it, so that
 	// every node plans the stream the same way.
 	Planned string `json:",omitempty"`
-	SQL     string
+	// Hop is the repartition topic (the hop's generation) the stream
+	// reads, as its catalog record says (empty: not a repartition stream,
+	// or one created before hops had generations, which reads the first).
+	Hop string `json:",omitempty"`
+	SQL string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -138,6 +145,11 @@ const (
 	// race, so that the last record of the key (what compaction keeps)
 	// is the truth. Empty SQL: the object does not exist.
 	OpRepair Op = "repair"
+	// OpSeal closes a repartition hop's generation (a KindHop record
+	// named by its topic) to new streams: a CREATE after it in the log
+	// that names the generation loses, so the generation's readers are
+	// fixed and its consumed records can be purged (server/purge.go).
+	OpSeal Op = "seal"
 )
 
 // Change is one catalog record: the statement that makes the object (empty
@@ -154,6 +166,9 @@ type Change struct {
 	// created, so every node runs the same plan (empty: its options
 	// decide).
 	Planned string
+	// Hop is the repartition topic generation a stream reads (empty: not
+	// a repartition stream).
+	Hop string
 }
 
 // Catalog is the set of declared objects. Safe for concurrent use.
@@ -179,6 +194,16 @@ func (e *ErrExists) Error() string { return fmt.Sprintf("relation %q already exi
 type ErrNotFound struct{ Name string }
 
 func (e *ErrNotFound) Error() string { return fmt.Sprintf("relation %q does not exist", e.Name) }
+
+// ErrHopSealed is a CREATE STREAM's record that names a repartition hop
+// generation closed to new streams before it in the log.
+type ErrHopSealed struct {
+	Stream, Topic string
+}
+
+func (e *ErrHopSealed) Error() string {
+	return fmt.Sprintf("stream %q would read repartition topic %q, which was sealed for purging meanwhile; run CREATE STREAM again and it reads the next generation", e.Stream, e.Topic)
+}
 
 // ErrInUse is returned when dropping a source that streams read.
 type ErrInUse struct {
@@ -239,7 +264,7 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned}); err != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}

@@ -35,6 +35,7 @@ type Entry struct {
 	Kind           Kind
 	Name, SQL      string
 	Reads, Planned string
+	Hop            string
 	Node, Stmt     string
 	Offset         int64
 }
@@ -62,18 +63,63 @@ func (e *ErrLostRace) Unwrap() error { return e.Err }
 type Ledger struct {
 	live      map[string]Entry
 	droppedBy map[string]string // key -> node of the record that dropped it
+	// sealed holds the repartition topics (hop generations) closed to new
+	// streams, with the offset of the first seal of each.
+	sealed map[string]int64
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{live: map[string]Entry{}, droppedBy: map[string]string{}}
+	return &Ledger{live: map[string]Entry{}, droppedBy: map[string]string{}, sealed: map[string]int64{}}
 }
 
 func key(kind Kind, name string) string { return string(kind) + "/" + name }
 
 // Seed sets an object as the log's start replay found it: the last record
-// of its key, which (repairs included) is its state.
-func (l *Ledger) Seed(e Entry) { l.live[key(e.Kind, e.Name)] = e }
+// of its key, which (repairs included) is its state. A hop record seeds a
+// seal.
+func (l *Ledger) Seed(e Entry) {
+	if e.Kind == KindHop {
+		l.seal(e.Name, e.Offset)
+		return
+	}
+	l.live[key(e.Kind, e.Name)] = e
+}
+
+func (l *Ledger) seal(topic string, offset int64) {
+	if _, ok := l.sealed[topic]; !ok {
+		l.sealed[topic] = offset
+	}
+}
+
+// Sealed says whether the repartition topic (a hop generation) is closed
+// to new streams, and by the record at which offset.
+func (l *Ledger) Sealed(topic string) (int64, bool) {
+	o, ok := l.sealed[topic]
+	return o, ok
+}
+
+// SealedTopics lists the sealed hop generations by topic.
+func (l *Ledger) SealedTopics() []string {
+	out := make([]string, 0, len(l.sealed))
+	for t := range l.sealed {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Streams lists the live streams by name.
+func (l *Ledger) Streams() []Entry {
+	var out []Entry
+	for _, e := range l.live {
+		if e.Kind == KindStream {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
 
 // Get returns the live entry of kind/name.
 func (l *Ledger) Get(kind Kind, name string) (Entry, bool) {
@@ -118,6 +164,14 @@ func (l *Ledger) relation(name string) (Entry, bool) {
 // must append so that the key's last record is its state again (nil when
 // r already says what the state is).
 func (l *Ledger) Apply(r Record) (repair *Change, err error) {
+	if r.Kind == KindHop {
+		// A seal always stands: the first of a topic closes it, and a
+		// second (two nodes sealing at once) changes nothing.
+		if r.Op == OpSeal {
+			l.seal(r.Name, r.Offset)
+		}
+		return nil, nil
+	}
 	if err := l.judge(r); err != nil {
 		return l.repairFor(r), err
 	}
@@ -127,7 +181,7 @@ func (l *Ledger) Apply(r Record) (repair *Change, err error) {
 		l.droppedBy[k] = r.Node
 		return nil, nil
 	}
-	l.live[k] = Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset}
+	l.live[k] = Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset}
 	return nil, nil
 }
 
@@ -150,6 +204,11 @@ func (l *Ledger) judge(r Record) error {
 			if _, ok := l.relation(r.Reads); !ok {
 				return &ErrLostRace{Winner: l.droppedBy[key(KindSource, r.Reads)] + l.droppedBy[key(KindStream, r.Reads)], Err: &ErrNotFound{Name: r.Reads}}
 			}
+		}
+		// The purger may already have deleted records of a sealed
+		// generation that this stream would read from its start.
+		if _, sealed := l.sealed[r.Hop]; r.Hop != "" && sealed {
+			return &ErrLostRace{Err: &ErrHopSealed{Stream: r.Name, Topic: r.Hop}}
 		}
 	case OpAlter:
 		if !exists {
@@ -183,5 +242,5 @@ func (l *Ledger) repairFor(r Record) *Change {
 		}
 		return &Change{Kind: r.Kind, Name: r.Name, Op: OpRepair}
 	}
-	return &Change{Kind: cur.Kind, Name: cur.Name, SQL: cur.SQL, Op: OpRepair, Reads: cur.Reads, Planned: cur.Planned}
+	return &Change{Kind: cur.Kind, Name: cur.Name, SQL: cur.SQL, Op: OpRepair, Reads: cur.Reads, Planned: cur.Planned, Hop: cur.Hop}
 }

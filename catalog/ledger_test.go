@@ -144,3 +144,62 @@ func TestLedgerUndoLeavesTheWinner(t *testing.T) {
 		t.Fatal("u still stands")
 	}
 }
+
+// TestLedgerHopSeal: a CREATE naming a hop generation stands before the
+// generation's seal and loses after it (its repair removes the stream);
+// a CREATE naming the next generation stands; a second seal changes
+// nothing; a seed of a hop record seals.
+func TestLedgerHopSeal(t *testing.T) {
+	l := NewLedger()
+	streamOn := func(name, hop string, off int64) Record {
+		r := create(KindStream, name, "S "+name, "src", "a", off)
+		r.Hop = hop
+		return r
+	}
+	seal := func(topic string, off int64) Record {
+		return Record{Change: Change{Kind: KindHop, Name: topic, SQL: topic, Op: OpSeal}, Node: "a", Offset: off}
+	}
+	if _, err := l.Apply(create(KindSource, "src", "SRC", "", "a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(streamOn("s1", "g1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(seal("g1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Apply(streamOn("s2", "g1", 3))
+	var sealed *ErrHopSealed
+	if !errors.As(err, &sealed) || sealed.Topic != "g1" {
+		t.Fatalf("create on a sealed generation: %v", err)
+	}
+	if rep == nil || rep.SQL != "" {
+		t.Fatalf("repair %+v, want a tombstone", rep)
+	}
+	if _, ok := l.Get(KindStream, "s2"); ok {
+		t.Fatal("s2 stands")
+	}
+	if _, err := l.Apply(streamOn("s2", "g2", 4)); err != nil {
+		t.Fatalf("create on the next generation: %v", err)
+	}
+	if _, err := l.Apply(seal("g1", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := l.Sealed("g1"); !ok || off != 2 {
+		t.Fatalf("g1 sealed at %d (%v), want 2", off, ok)
+	}
+	if _, ok := l.Sealed("g2"); ok {
+		t.Fatal("g2 sealed")
+	}
+	if e, _ := l.Get(KindStream, "s1"); e.Hop != "g1" {
+		t.Fatalf("s1 reads %q", e.Hop)
+	}
+	l2 := NewLedger()
+	l2.Seed(Entry{Kind: KindHop, Name: "g1", Offset: 7})
+	if _, ok := l2.Sealed("g1"); !ok {
+		t.Fatal("seed of a hop record does not seal")
+	}
+	if len(l2.Streams()) != 0 {
+		t.Fatal("a hop record became an object")
+	}
+}

@@ -40,6 +40,11 @@ type Member struct {
 	TasksOwned   int    `json:"tasks_owned"`
 	TasksStandby int    `json:"tasks_standby"`
 	State        string `json:"state"`
+	// HopSeals: this process's binary knows repartition hop generations
+	// (catalog records keyed hop/..., op seal). Hop topics are sealed for
+	// purging only while every member says so: a binary of the previous
+	// release would not know which generation a stream reads.
+	HopSeals bool `json:"hop_seals,omitempty"`
 	// Seen is when the heartbeat was written (not serialised: the log's
 	// record time).
 	Seen time.Time `json:"-"`

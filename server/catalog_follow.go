@@ -43,15 +43,28 @@ type catalogFollow struct {
 	verdict map[string]error
 }
 
-// startFollowingCatalog seeds the ledger with the replayed entries and
-// follows the log from ends until ctx ends.
-func (s *Server) startFollowingCatalog(ctx context.Context, entries []catalogEntry, ends map[int32]int64) {
+// seedLedger sets the ledger to the entries the start-up replay read,
+// before the replay starts the streams (which read their hop generations
+// from it).
+func (s *Server) seedLedger(entries []catalogEntry) {
 	l := catalog.NewLedger()
 	for _, e := range entries {
 		r := e.rec
-		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
+		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
 	}
 	s.catMu.Lock()
+	s.cf.ledger = l
+	s.catMu.Unlock()
+}
+
+// startFollowingCatalog follows the log from ends until ctx ends, with
+// the ledger seedLedger made.
+func (s *Server) startFollowingCatalog(ctx context.Context, ends map[int32]int64) {
+	s.catMu.Lock()
+	l := s.cf.ledger
+	if l == nil {
+		l = catalog.NewLedger()
+	}
 	s.cf = catalogFollow{ledger: l, next: ends[0], started: true, advance: make(chan struct{}), verdict: map[string]error{}}
 	s.catMu.Unlock()
 	from := map[int32]int64{}
@@ -112,10 +125,21 @@ func (s *Server) applyCatalog(ctx context.Context, ledger *catalog.Ledger, r *ka
 	}
 	switch rec.Kind {
 	case catalog.KindSource, catalog.KindStream, catalog.KindUser:
+	case catalog.KindHop:
+		// A seal: no object changes here, the ledger notes it (the purger
+		// and the next CREATE STREAM read it).
+		s.catMu.Lock()
+		_, _ = ledger.Apply(rec)
+		s.catMu.Unlock()
+		return
 	default:
 		return
 	}
+	// Under catMu: the purger and DDL read the ledger from other
+	// goroutines; this one is its only writer.
+	s.catMu.Lock()
 	repair, lost := ledger.Apply(rec)
+	s.catMu.Unlock()
 	own := rec.Node == s.nodeID
 	if lost != nil {
 		s.log.Info("catalog record lost a race and is not applied", "key", string(rec.Kind)+"/"+rec.Name, "offset", rec.Offset,

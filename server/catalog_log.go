@@ -28,6 +28,13 @@ import (
 //	turbine.reads      a stream's input relation
 //	turbine.planned    the strategy the cost rule chose for a stream
 //	turbine.undoes     on a drop: the statement id of the record it takes back
+//	turbine.hop        a repartition stream's hop generation (its topic)
+//
+// A record keyed "hop/{repartition topic}" with op "seal" closes that hop
+// generation to new streams (purge.go). A node of the previous release
+// ignores it while following the log and, at its start, skips it with a
+// warning; the purger writes none until every member of the app
+// advertises that it knows them (cluster.Member.HopSeals).
 //
 // A version-1 record (no headers) stands whatever came before it.
 type catalogLog struct {
@@ -59,6 +66,7 @@ const (
 	hdrReads    = "turbine.reads"
 	hdrPlanned  = "turbine.planned"
 	hdrUndoes   = "turbine.undoes"
+	hdrHop      = "turbine.hop"
 )
 
 type catalogEntry struct {
@@ -109,6 +117,9 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 	}
 	if c.Planned != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrPlanned, Value: []byte(c.Planned)})
+	}
+	if c.Hop != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrHop, Value: []byte(c.Hop)})
 	}
 	if undoes != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
@@ -169,6 +180,8 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool) {
 			rec.Planned = v
 		case hdrUndoes:
 			rec.Undoes = v
+		case hdrHop:
+			rec.Hop = v
 		}
 	}
 	return rec, true

@@ -273,6 +273,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if done, err := s.nameTaken(def.Name, st.IfNotExists, persist); done || err != nil {
 		return &pgwire.Result{Tag: "CREATE STREAM"}, err
 	}
+	if p.Strategy == planner.StrategyRepartition {
+		def.Hop = s.hopGeneration(def.Name, p, persist)
+	}
 	spec, err := s.prepareStream(ctx, def, p, st.Options, persist)
 	if err != nil {
 		return nil, err

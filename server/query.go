@@ -340,12 +340,12 @@ func (s *session) explainQuery(ctx context.Context, st *sql.Select, text string)
 		}
 		lines = append(lines, u)
 		for _, b := range p.Union {
-			for _, l := range explainPlan(b, "", "", s.srv.cfg.AppID) {
+			for _, l := range explainPlan(b, "", "", s.srv.cfg.AppID, "") {
 				lines = append(lines, "   "+l)
 			}
 		}
 	} else {
-		lines = explainPlan(p, "", "", s.srv.cfg.AppID)
+		lines = explainPlan(p, "", "", s.srv.cfg.AppID, "")
 	}
 	res := &pgwire.Result{Columns: textColumns("QUERY PLAN"), Tag: "EXPLAIN"}
 	for _, l := range lines {

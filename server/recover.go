@@ -10,7 +10,6 @@ import (
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
-	"github.com/turbinesql/turbinesql/shuffle"
 )
 
 // Exactly-once commits that Kafka did not take (dataflow.TxnAborted: a
@@ -145,7 +144,8 @@ func (s *Server) takenOver(ctx context.Context, name string, p *planner.Plan, si
 			cmb := combineTopic(s.cfg.AppID, topic, name)
 			groups[cmb], topic = topic, cmb
 		} else if p.Strategy == planner.StrategyRepartition {
-			topic = shuffle.RepartitionTopic(s.cfg.AppID, topic, []string{p.RepartitionBy})
+			def, _ := s.cat.Stream(name)
+			topic = s.hopTopic(def, p)
 		}
 		groups[s.groupName(name)] = topic
 	}

@@ -26,10 +26,14 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) ([]catalog
 	if err != nil {
 		return nil, nil, err
 	}
+	s.seedLedger(entries)
 	if len(entries) > 0 {
 		s.log.Info("restoring the catalog", "records", len(entries), "topic", clog.topic)
 	}
 	for i, e := range entries {
+		if catalog.Kind(e.kind) == catalog.KindHop {
+			continue // a hop generation's seal: in the ledger, no object
+		}
 		s.log.Info("restoring", "object", e.kind+"/"+e.name, "step", i+1, "of", len(entries))
 		switch catalog.Kind(e.kind) {
 		case catalog.KindSource, catalog.KindStream, catalog.KindUser:

@@ -33,6 +33,7 @@ import (
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/purge"
 	"github.com/turbinesql/turbinesql/state"
 )
 
@@ -93,6 +94,13 @@ type Config struct {
 	// MetadataInterval is how often a stream looks for partitions added to
 	// its input (0: every 5 s).
 	MetadataInterval time.Duration
+	// PurgeInterval is how often consumed records of hop topics are
+	// deleted (0: DefaultPurgeInterval; negative: never).
+	PurgeInterval time.Duration
+	// PurgeSealRecords is how many consumed records a repartition topic
+	// generation holds before it is sealed and purged (0:
+	// DefaultSealAfterRecords).
+	PurgeSealRecords int64
 	// stateFS, when set, is the file system of the state store (tests fill
 	// the disk on cue).
 	stateFS vfs.FS
@@ -226,6 +234,9 @@ type Server struct {
 	bgCancel    context.CancelFunc // the server's background work
 	failedMu    sync.Mutex
 	failed      map[string]failedObject // catalog records replay could not apply, by key
+	// purging is the hop purger's memory; purgedRecords its series.
+	purging       purgeState
+	purgedRecords *prometheus.CounterVec
 }
 
 // Start brings up every component and resumes every stream of the catalog.
@@ -309,6 +320,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.brokerGauge = newBrokerGauge(reg)
 	s.subscriptions = newSubscriptionsGauge(reg)
 	s.flushRounds = newFlushRounds(reg)
+	s.purgedRecords = purge.NewPurgedCounter(reg)
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
@@ -382,7 +394,7 @@ func (s *Server) boot(ctx context.Context) error {
 	s.joinMu.Lock()
 	s.deferJoins = true
 	s.joinMu.Unlock()
-	entries, ends, err := s.replayCatalog(ctx, s.clog)
+	_, ends, err := s.replayCatalog(ctx, s.clog)
 	s.awaitJoins(ctx)
 	if err != nil {
 		return err
@@ -390,11 +402,12 @@ func (s *Server) boot(ctx context.Context) error {
 	// Followed from where the replay ended: DDL of the other nodes
 	// applies here from now on. bootstrapUser's record comes back
 	// through it, as this node's own, already applied.
-	s.startFollowingCatalog(s.bg, entries, ends)
+	s.startFollowingCatalog(s.bg, ends)
 	if err := s.bootstrapUser(); err != nil {
 		return err
 	}
 	s.replayed.Store(true)
+	s.startPurging()
 	return nil
 }
 

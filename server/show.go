@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -170,7 +171,11 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID)
+		hop := ""
+		if p.Strategy == planner.StrategyRepartition {
+			hop = s.hopGeneration(def.Name, p, true)
+		}
+		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID, hop)
 		lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
 		lines = append(lines, placementLines(p)...)
 	case *sql.Select:
@@ -218,8 +223,9 @@ func deliveryLines(p *planner.Plan, guarantee string) []string {
 }
 
 // explainPlan prints the plan as a tree, sink first, each node indented
-// under the one it feeds.
-func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
+// under the one it feeds. hop is the repartition topic (generation) the
+// stream would read ("": the hop's first).
+func explainPlan(p *planner.Plan, stream, topic, appID, hop string) []string {
 	var nodes []string
 	if stream != "" {
 		nodes = append(nodes, fmt.Sprintf("Sink: topic %s (json, stream %s)", topic, stream))
@@ -275,7 +281,7 @@ func explainPlan(p *planner.Plan, stream, topic, appID string) []string {
 	}
 	if p.Strategy == planner.StrategyRepartition {
 		nodes = append(nodes, fmt.Sprintf("Repartition by %s: internal topic %s (murmur2 on %s; watermark markers from every source partition)",
-			p.RepartitionBy, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy}), p.RepartitionBy))
+			p.RepartitionBy, cmp.Or(hop, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy})), p.RepartitionBy))
 	}
 	src := fmt.Sprintf("Source: %s (topic %s", p.Input.Name, p.Input.Topic)
 	if p.Input.PartitionKey != "" {
@@ -328,7 +334,7 @@ func relLines(r *planner.Rel, depth int) []string {
 		return []string{p + "Function: " + r.Func}
 	case planner.RelDerived:
 		out := []string{p + "Subquery"}
-		for _, l := range explainPlan(r.Sub, "", "", "") {
+		for _, l := range explainPlan(r.Sub, "", "", "", "") {
 			if strings.HasPrefix(l, "Strategy: ") {
 				continue
 			}

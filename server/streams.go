@@ -337,7 +337,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	}
 	switch p.Strategy {
 	case planner.StrategyRepartition:
-		h, err := s.hopFor(ctx, p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
+		h, err := s.hopFor(ctx, s.hopTopic(def, p), p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
 		if err != nil {
 			return nil, err
 		}
@@ -491,12 +491,53 @@ func stopConcurrently[T stopper](xs []T, limit int) {
 	wg.Wait()
 }
 
-// hopFor returns the running hop of (source, column), starting it for the
-// first stream that needs it. nOut is the internal topic's partition count
-// (repartition_partitions, default the source's count); an existing topic
-// with another count is refused.
-func (s *Server) hopFor(ctx context.Context, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
-	topic := shuffle.RepartitionTopic(s.cfg.AppID, src.Topic, []string{column})
+// hopTopic is the repartition topic a stream reads: the hop generation
+// its catalog record names, the first one for a stream recorded before
+// hops had generations.
+func (s *Server) hopTopic(def *catalog.Stream, p *planner.Plan) string {
+	if def != nil && def.Hop != "" {
+		return def.Hop
+	}
+	return shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+}
+
+// hopGeneration is the hop generation a repartition stream being created
+// reads. A new statement (persist) takes the first generation of its
+// (topic, column) not sealed in the log this node has followed; should a
+// seal land between that and the stream's record, the ledger rejects the
+// record and the statement fails, asking to run it again. A stream from
+// the catalog takes the generation its record names.
+func (s *Server) hopGeneration(name string, p *planner.Plan, persist bool) string {
+	base := shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
+	l := s.cf.ledger
+	if l == nil {
+		return base
+	}
+	if !persist {
+		if e, ok := l.Get(catalog.KindStream, name); ok && e.Hop != "" {
+			return e.Hop
+		}
+		return base
+	}
+	for n := 1; ; n++ {
+		if t := shuffle.HopGeneration(base, n); !isSealed(l, t) {
+			return t
+		}
+	}
+}
+
+func isSealed(l *catalog.Ledger, topic string) bool {
+	_, ok := l.Sealed(topic)
+	return ok
+}
+
+// hopFor returns the running hop of topic, a generation of the hop of
+// (source, column), starting it for the first stream that needs it. nOut
+// is the internal topic's partition count (repartition_partitions, default
+// the source's count); an existing topic with another count is refused.
+func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
 	if h, ok := s.hops[topic]; ok {
 		if declared && h.outN != nOut {
 			return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q runs with %d partitions, not the %d requested", topic, h.outN, nOut).

@@ -40,7 +40,9 @@ type serveFlags struct {
 	auth, passwordFile, tlsCert, tlsKey           string
 	tlsRequired                                   bool
 	commitEvery, transitionWindow, session        time.Duration
+	purgeEvery                                    time.Duration
 	stateCacheMB, standbys                        int
+	purgeSealRecords                              int64
 	replicationFactor, minInsync                  int
 	statementTimeout                              timeoutFlag
 	saslMech, saslUser, saslPassFile              string
@@ -65,6 +67,10 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.nodeID, "node-id", "", "this process's name among the processes of its app (each needs its own); empty: one made up at the first start and kept in the data dir")
 	fs.DurationVar(&f.session, "session-timeout", server.DefaultSessionTimeout,
 		"how long the processes of an app wait for a silent one before its partitions move to the others (Kafka consumer-group session timeout)")
+	fs.DurationVar(&f.purgeEvery, "purge-interval", server.DefaultPurgeInterval,
+		"how often records of internal hop topics (repartition, combine) that every reader has committed past are deleted (Kafka DeleteRecords); 0 or negative: never")
+	fs.Int64Var(&f.purgeSealRecords, "purge-seal-records", server.DefaultSealAfterRecords,
+		"consumed records a repartition topic holds before it is sealed and purged; streams created after a seal read a new generation of the hop, which reads the source again")
 	fs.IntVar(&f.standbys, "standby-replicas", 0,
 		"how many other processes of the app keep a warm copy of each task's state, so a failover restores only what the copy had not applied yet (Kafka Streams' num.standby.replicas)")
 	fs.DurationVar(&f.transitionWindow, "transition-window", 10*time.Minute,
@@ -207,6 +213,8 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		CommitInterval:   f.commitEvery,
 		SessionTimeout:   f.session,
 		StandbyReplicas:  f.standbys,
+		PurgeInterval:    purgeInterval(f.purgeEvery),
+		PurgeSealRecords: f.purgeSealRecords,
 		NodeID:           f.nodeID,
 		TransitionWindow: f.transitionWindow,
 		StateCacheMB:     cacheMB,
@@ -298,4 +306,13 @@ func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
 			os.Exit(CrashAfterTxnExit)
 		}
 	}, nil
+}
+
+// purgeInterval maps --purge-interval to server.Config's: there 0 means
+// the default, here it means never.
+func purgeInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
