@@ -1,0 +1,295 @@
+package rescale_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/rescale"
+	"github.com/turbinesql/turbinesql/server"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// app is one TurbineSQL app on a broker of its own, run by in-process
+// servers on data dirs that outlive them.
+type app struct {
+	t     *testing.T
+	addr  []string
+	k     *kafkaio.Client
+	id    string
+	dirs  []string
+	nodes []*server.Server
+}
+
+func newApp(t *testing.T, nodes int) *app {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	a := &app{t: t, addr: cluster.ListenAddrs(), id: "rs"}
+	if a.k, err = kafkaio.New(&kafkaio.Conn{Brokers: a.addr}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.k.Close)
+	for range nodes {
+		a.dirs = append(a.dirs, t.TempDir())
+	}
+	return a
+}
+
+// start starts a server on each data dir.
+func (a *app) start(ctx context.Context) {
+	a.t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("TURBINE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	for _, dir := range a.dirs {
+		srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Brokers: a.addr,
+			AppID: a.id, Logger: log, CommitInterval: 50 * time.Millisecond, SessionTimeout: 6 * time.Second,
+			MetadataInterval: 500 * time.Millisecond})
+		if err != nil {
+			a.t.Fatalf("start server: %v", err)
+		}
+		a.nodes = append(a.nodes, srv)
+	}
+}
+
+// stop closes every server.
+func (a *app) stop() {
+	for _, s := range a.nodes {
+		s.Close()
+	}
+	a.nodes = nil
+}
+
+func (a *app) exec(ctx context.Context, qs ...string) {
+	a.t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range qs {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			a.t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// panes reads the stream's panes "k ws n sum", sorted.
+func (a *app) panes(ctx context.Context, stream string, before int64) []string {
+	a.t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT k, ws, n, s FROM "+stream)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var k string
+		var ws time.Time
+		var n, s int64
+		if err := rows.Scan(&k, &ws, &n, &s); err != nil {
+			a.t.Fatal(err)
+		}
+		if ws.UnixMilli() < before {
+			out = append(out, fmt.Sprintf("%s %d %d %d", k, ws.UnixMilli(), n, s))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		a.t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// event is one input row.
+type event struct {
+	k  string
+	x  int64
+	ts int64 // ms
+}
+
+// produce writes events, each keyed by k and placed with murmur2 under
+// n partitions (as a Java producer of the topic's current count would).
+func (a *app) produce(ctx context.Context, evs []event, n int) {
+	a.t.Helper()
+	var recs []*kafkaio.Record
+	for _, e := range evs {
+		v, _ := json.Marshal(map[string]any{"k": e.k, "x": e.x, "ts": e.ts})
+		recs = append(recs, &kafkaio.Record{Topic: "ev", Partition: state.PartitionFor([]byte(e.k), n), Key: []byte(e.k), Value: v})
+	}
+	if err := a.k.ProduceSync(ctx, recs); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+const minute = 60_000
+
+// input is a seeded input: keys k0..k(keys-1), rows in increasing time
+// over [0, span), each key at most once per ms.
+func input(seed uint64, keys, rows int, span int64) []event {
+	r := rand.New(rand.NewPCG(seed, 1))
+	evs := make([]event, rows)
+	for i := range evs {
+		evs[i] = event{k: fmt.Sprintf("k%d", r.IntN(keys)), x: int64(r.IntN(100)), ts: int64(i) * span / int64(rows)}
+	}
+	return evs
+}
+
+// expected computes the panes of a 1-minute tumbling COUNT and SUM per key.
+func expected(evs []event) []string {
+	type pane struct{ n, s int64 }
+	m := map[string]*pane{}
+	for _, e := range evs {
+		key := fmt.Sprintf("%s %d", e.k, e.ts/minute*minute)
+		if m[key] == nil {
+			m[key] = &pane{}
+		}
+		m[key].n++
+		m[key].s += e.x
+	}
+	var out []string
+	for k, p := range m {
+		out = append(out, fmt.Sprintf("%s %d %d", k, p.n, p.s))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// closers are rows far past the input, one on each of n partitions, so
+// every partition's watermark passes every window of the input.
+func closers(n int, ts int64) []event {
+	var out []event
+	for p := range n {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("close%d", i)
+			if int(state.PartitionFor([]byte(k), n)) == p {
+				out = append(out, event{k: k, ts: ts})
+				break
+			}
+		}
+	}
+	return out
+}
+
+const (
+	sourceSQL = `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = %d, partition_key = 'k')`
+	streamSQL = `CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`
+)
+
+// rescaled runs the issue's central scenario: the first half of a seeded
+// input on `from` partitions and two servers; both stop; the topic grows
+// to `to`; rescale (when tool is set); both restart; the second half is
+// placed under `to`. It returns the panes and the expected ones.
+func rescaled(t *testing.T, from, to int, tool bool) (got, want []string, sum rescale.Summary, out string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newApp(t, 2)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, fmt.Sprintf(sourceSQL, from), streamSQL)
+	// 7 minutes of input; the cut at 3.5 leaves the window 3:00-4:00 open
+	// across the rescale.
+	const span = 7 * minute
+	evs := input(42, 300, 6000, span)
+	half := len(evs) / 2
+	a.produce(ctx, evs[:half], from)
+	a.exec(ctx, "FLUSH")
+	a.stop()
+	if err := a.k.CreatePartitions(ctx, "ev", to); err != nil {
+		t.Fatal(err)
+	}
+	if tool {
+		var b strings.Builder
+		var err error
+		sum, err = rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b})
+		out = b.String()
+		if err != nil {
+			t.Fatalf("rescale: %v\n%s", err, out)
+		}
+	}
+	a.start(ctx)
+	a.produce(ctx, evs[half:], to)
+	a.produce(ctx, closers(to, span+10*minute), to)
+	a.exec(ctx, "FLUSH")
+	return a.panes(ctx, "w", span), expected(evs), sum, out
+}
+
+// TestRescaleCentral is the issue's central test, 4 -> 8: after the
+// rescale every pane equals the one a never-rescaled run gives (computed
+// from the input), the window open across the rescale included.
+func TestRescaleCentral(t *testing.T) {
+	got, want, sum, out := rescaled(t, 4, 8, true)
+	t.Log(out)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+	}
+	if len(sum.Streams) != 1 || sum.Streams[0].Groups != 480 || sum.Streams[0].Records == 0 {
+		t.Errorf("summary %+v, want stream w with 480 key groups moved", sum.Streams)
+	}
+}
+
+// TestGrowWithoutTool is the path without the tool: the keys that moved
+// start empty on their new partition, so the window open across the
+// change is split into two panes for exactly those keys (and the check
+// that TestRescaleCentral can fail).
+func TestGrowWithoutTool(t *testing.T) {
+	got, want, _, _ := rescaled(t, 4, 8, false)
+	if slices.Equal(got, want) {
+		t.Fatal("panes equal without the rescale: the central test could not tell")
+	}
+	split := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			k := strings.Fields(g)[0]
+			if state.PartitionFor([]byte(k), 4) == state.PartitionFor([]byte(k), 8) {
+				t.Errorf("pane %q of a key that did not move differs", g)
+			}
+			split++
+		}
+	}
+	if split == 0 {
+		t.Error("no pane differs")
+	}
+}
+
+// diff lists the first lines only one side has.
+func diff(got, want []string) string {
+	var b strings.Builder
+	n := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) && n < 10 {
+			fmt.Fprintf(&b, "+ %s\n", g)
+			n++
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) && n < 20 {
+			fmt.Fprintf(&b, "- %s\n", w)
+			n++
+		}
+	}
+	return b.String()
+}
+
+var _ = io.Discard
