@@ -109,6 +109,9 @@ func (p *plan) run(ctx context.Context, k Kafka, opts Options, out io.Writer) (S
 				}
 			}
 			w.progress(fmt.Sprintf("copies into partition %d", q))
+			if err := stop(fmt.Sprintf("copied into %d", q)); err != nil {
+				return ss, err
+			}
 		}
 		fmt.Fprintf(out, "stream %s: %d key groups copied to their new partitions (%d records)\n", name, len(moved), w.records-before)
 		marker(phaseCopied)

@@ -3,6 +3,7 @@ package rescale_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -202,6 +203,12 @@ const (
 // to `to`; rescale (when tool is set); both restart; the second half is
 // placed under `to`. It returns the panes and the expected ones.
 func rescaled(t *testing.T, from, to int, tool bool) (got, want []string, sum rescale.Summary, out string) {
+	return rescaledWith(t, from, to, tool, nil)
+}
+
+// rescaledWith is rescaled with a rescale interrupted where interrupt
+// says, then run again to the end.
+func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, phase string) bool) (got, want []string, sum rescale.Summary, out string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := newApp(t, 2)
@@ -222,6 +229,12 @@ func rescaled(t *testing.T, from, to int, tool bool) (got, want []string, sum re
 	if tool {
 		var b strings.Builder
 		var err error
+		if interrupt != nil {
+			_, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b, Interrupt: interrupt})
+			if !errors.Is(err, rescale.ErrInterrupted) {
+				t.Fatalf("interrupted rescale: %v\n%s", err, b.String())
+			}
+		}
 		sum, err = rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b})
 		out = b.String()
 		if err != nil {
@@ -246,6 +259,46 @@ func TestRescaleCentral(t *testing.T) {
 	}
 	if len(sum.Streams) != 1 || sum.Streams[0].Groups != 480 || sum.Streams[0].Records == 0 {
 		t.Errorf("summary %+v, want stream w with 480 key groups moved", sum.Streams)
+	}
+}
+
+// TestRescaleCounts repeats it for 8 -> 24 (each group of partition p
+// goes to p, p+8 or p+16) and 1 -> 4.
+func TestRescaleCounts(t *testing.T) {
+	for _, c := range [][2]int{{8, 24}, {1, 4}} {
+		t.Run(fmt.Sprintf("%d_to_%d", c[0], c[1]), func(t *testing.T) {
+			got, want, _, _ := rescaled(t, c[0], c[1], true)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+			}
+		})
+	}
+}
+
+// TestRescaleInterrupted stops a rescale after its first copies (into
+// partition 5 of 8: some groups copied, most not), after every copy, and
+// after the tombstones, then runs it again: every pane is still right, no
+// group lost or counted twice.
+func TestRescaleInterrupted(t *testing.T) {
+	for _, at := range []string{"copied into 5", "copied", "tombstoned"} {
+		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
+			stopped := false
+			got, want, _, out := rescaledWith(t, 4, 8, true, func(_, phase string) bool {
+				if phase == at {
+					stopped = true
+				}
+				return phase == at
+			})
+			if !stopped {
+				t.Fatalf("never reached %q", at)
+			}
+			if !strings.Contains(out, "resuming an interrupted rescale from 4 to 8") {
+				t.Errorf("the second run did not resume:\n%s", out)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+			}
+		})
 	}
 }
 
