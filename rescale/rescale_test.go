@@ -32,6 +32,9 @@ type app struct {
 	id    string
 	dirs  []string
 	nodes []*server.Server
+	// allowNonDivisor starts the servers with
+	// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1.
+	allowNonDivisor bool
 }
 
 func newApp(t *testing.T, nodes int) *app {
@@ -62,7 +65,7 @@ func (a *app) start(ctx context.Context) {
 	for _, dir := range a.dirs {
 		srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Brokers: a.addr,
 			AppID: a.id, Logger: log, CommitInterval: 50 * time.Millisecond, SessionTimeout: 6 * time.Second,
-			MetadataInterval: 500 * time.Millisecond})
+			MetadataInterval: 500 * time.Millisecond, AllowNonDivisor: a.allowNonDivisor})
 		if err != nil {
 			a.t.Fatalf("start server: %v", err)
 		}
@@ -346,3 +349,87 @@ func diff(got, want []string) string {
 }
 
 var _ = io.Discard
+
+// TestRescaleRefusals: each refusal names its reason, and writes nothing
+// (the changelogs and the input topic are as they were).
+func TestRescaleRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newApp(t, 1)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, fmt.Sprintf(sourceSQL, 4), streamSQL,
+		`CREATE STREAM eo WITH (processing_guarantee = 'exactly_once') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		`CREATE STREAM r WITH (strategy = 'repartition') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		`CREATE STREAM copy AS SELECT k, ts FROM ev`)
+	a.produce(ctx, input(7, 50, 500, 3*minute), 4)
+	a.exec(ctx, "FLUSH")
+	refused := func(want string, opts rescale.Options) {
+		t.Helper()
+		opts.AppID = a.id
+		if opts.To == 0 {
+			opts.To = 8
+		}
+		_, err := rescale.Run(ctx, a.k, opts)
+		var r *rescale.RefusedError
+		if !errors.As(err, &r) || !strings.Contains(err.Error(), want) {
+			t.Errorf("rescale %+v: %v, want a refusal saying %q", opts, err, want)
+		}
+	}
+	// Running: its data dir is held, its groups have members.
+	refused("is in use by another TurbineSQL server", rescale.Options{DataDirs: a.dirs})
+	refused("has live members", rescale.Options{})
+	a.stop()
+
+	ends := func() string {
+		var b strings.Builder
+		for _, topic := range []string{"turbine-rs-w-changelog", "turbine-rs-eo-changelog", "ev"} {
+			e, err := a.k.EndOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %v; ", topic, e)
+		}
+		return b.String()
+	}
+	was := ends()
+	refused("--to 7 does not divide 960", rescale.Options{To: 7})
+	refused("Kafka cannot shrink topic ev to 2", rescale.Options{To: 2, Streams: []string{"w"}})
+	refused("stream eo is exactly-once", rescale.Options{Streams: []string{"eo"}})
+	refused("start it under a new app id at the target count", rescale.Options{Streams: []string{"eo"}})
+	refused("stream r has no partition key its state is split by", rescale.Options{Streams: []string{"r"}})
+	refused("stream eo is exactly-once", rescale.Options{}) // all: one refusal stops everything
+	refused(`app rs has no stream "nope"`, rescale.Options{Streams: []string{"nope"}})
+	if sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"copy"}}); err != nil ||
+		len(sum.Streams) != 1 || sum.Streams[0].Skipped != "no keyed state: nothing to move" {
+		t.Errorf("stateless stream: %+v, %v", sum, err)
+	}
+	if now := ends(); now != was {
+		t.Errorf("refusals wrote: before %s, after %s", was, now)
+	}
+
+	// A record where murmur2 would not have put it: placement -1.
+	a.start(ctx)
+	k := "k1"
+	wrong := (state.PartitionFor([]byte(k), 4) + 1) % 4
+	v, _ := json.Marshal(map[string]any{"k": k, "x": 1, "ts": 3 * minute})
+	if err := a.k.ProduceSync(ctx, []*kafkaio.Record{{Topic: "ev", Partition: wrong, Key: []byte(k), Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	a.exec(ctx, "FLUSH")
+	a.stop()
+	refused(fmt.Sprintf("partition %d's placement verdict is -1", wrong), rescale.Options{Streams: []string{"w"}})
+
+	// State that ran on a count that does not divide 960.
+	b := newApp(t, 1)
+	b.allowNonDivisor = true
+	b.start(ctx)
+	defer b.stop()
+	b.exec(ctx, fmt.Sprintf(sourceSQL, 7), streamSQL)
+	b.produce(ctx, input(7, 50, 200, 3*minute), 7)
+	b.exec(ctx, "FLUSH")
+	b.stop()
+	if _, err := rescale.Run(ctx, b.k, rescale.Options{AppID: b.id, To: 8}); err == nil || !strings.Contains(err.Error(), "stream w runs on 7 partitions, which does not divide 960") {
+		t.Errorf("state on 7 partitions: %v", err)
+	}
+}
