@@ -433,3 +433,62 @@ func TestRescaleRefusals(t *testing.T) {
 		t.Errorf("state on 7 partitions: %v", err)
 	}
 }
+
+// TestRescaleFigures measures a rescale of 10^6 keys with open windows, 4
+// -> 8 (TURBINE_RESCALE_FIGURES=1; the README's figures): one row per key,
+// 50,000 keys in each of 20 one-minute windows, none closed when the
+// servers stop (the watermark trails by an hour). After the rescale the
+// windows are closed one at a time (a close of all 10^6 groups in one
+// commit would write a changelog batch larger than the topic's 1 MB
+// max.message.bytes, which fails the stream with or without a rescale),
+// and every key has its pane of 1.
+func TestRescaleFigures(t *testing.T) {
+	if os.Getenv("TURBINE_RESCALE_FIGURES") == "" {
+		t.Skip("set TURBINE_RESCALE_FIGURES=1")
+	}
+	const keys, windows = 1_000_000, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	a := newApp(t, 1)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	began := time.Now()
+	for i := 0; i < keys; i += 100_000 {
+		evs := make([]event, 0, 100_000)
+		for j := i; j < i+100_000; j++ {
+			evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: 1, ts: int64(j) * windows * minute / keys})
+		}
+		a.produce(ctx, evs, 4)
+	}
+	a.exec(ctx, "FLUSH")
+	t.Logf("fed %d keys in %.1fs", keys, time.Since(began).Seconds())
+	a.stop()
+	var b strings.Builder
+	sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, DataDirs: a.dirs, Out: &b})
+	if err != nil {
+		t.Fatal(err, b.String())
+	}
+	t.Log(b.String())
+	s := sum.Streams[0]
+	t.Logf("FIGURES: %d keys 4 -> 8: %.1fs, %d key groups, %d records, %d bytes written", keys, sum.Elapsed.Seconds(), s.Groups, s.Records, s.Bytes)
+	began = time.Now()
+	a.start(ctx)
+	for w := range windows {
+		a.produce(ctx, closers(8, int64(61+w)*minute), 8)
+		a.exec(ctx, "FLUSH")
+	}
+	t.Logf("restart, restore and close in %.1fs", time.Since(began).Seconds())
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var panes, rows int64
+	if err := conn.QueryRow(ctx, "SELECT COUNT(*), SUM(n) FROM w WHERE ws < TIMESTAMP '1970-01-01 00:20:00'").Scan(&panes, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if panes != int64(keys) || rows != int64(keys) {
+		t.Errorf("%d panes of %d rows after the rescale, want %d of %d", panes, rows, keys, keys)
+	}
+}
