@@ -42,7 +42,7 @@ func (p *plan) run(ctx context.Context, k Kafka, opts Options, out io.Writer) (S
 	ss := StreamSummary{Name: p.s.name, From: p.n, To: p.m}
 	name, n, m := p.s.name, p.n, p.m
 	if p.marker != "" {
-		fmt.Fprintf(out, "stream %s: resuming an interrupted rescale from %d to %d partitions (it stopped %s)\n", name, n, m, p.marker)
+		fmt.Fprintf(out, "stream %s: resuming an interrupted rescale from %d to %d partitions (its last mark: %s)\n", name, n, m, p.marker)
 	} else {
 		fmt.Fprintf(out, "stream %s: rescaling from %d to %d partitions\n", name, n, m)
 	}

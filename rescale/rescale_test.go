@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -490,5 +491,99 @@ func TestRescaleFigures(t *testing.T) {
 	}
 	if panes != int64(keys) || rows != int64(keys) {
 		t.Errorf("%d panes of %d rows after the rescale, want %d of %d", panes, rows, keys, keys)
+	}
+}
+
+// TestRescaleKilled kills a rescale (SIGKILL, a child process running
+// it) three times at different points of its writes, each run resuming
+// the last, then lets a fourth run finish: every one of 200,000 keys
+// still has exactly its pane.
+func TestRescaleKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("feeds 200,000 keys")
+	}
+	const keys, windows = 200_000, 4
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a := newApp(t, 2)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	evs := make([]event, 0, keys)
+	for j := range keys {
+		evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: int64(j % 7), ts: int64(j) * windows * minute / keys})
+	}
+	// In slices, each flushed: a commit of too many new groups writes a
+	// changelog batch above the topic's 1 MB max.message.bytes, which
+	// fails the stream (an engine limit, with or without a rescale).
+	for i := 0; i < keys; i += 20_000 {
+		a.produce(ctx, evs[i:i+20_000], 4)
+		a.exec(ctx, "FLUSH")
+	}
+	a.stop()
+	if err := a.k.CreatePartitions(ctx, "ev", 8); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"RESCALE_CHILD_BROKERS=" + strings.Join(a.addr, ","), "RESCALE_CHILD_APP=" + a.id,
+		"RESCALE_CHILD_DIRS=" + strings.Join(a.dirs, ",")}
+	// Killed while copying, once every copy is written (while it marks
+	// that, or tombstones), and once the tombstones are (positions).
+	for i, kill := range []struct {
+		at    string
+		after time.Duration
+	}{{"data dir", 700 * time.Millisecond}, {"key groups copied", 0}, {"tombstones where the groups left", 0}} {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRescaleChild$", "-test.v")
+		cmd.Env = append(os.Environ(), args...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for !strings.Contains(out.String(), kill.at) {
+			if ctx.Err() != nil {
+				t.Fatalf("child never printed %q:\n%s", kill.at, out.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(kill.after)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if strings.Contains(out.String(), "--- PASS") {
+			t.Fatalf("run %d finished before it was killed:\n%s", i+1, out.String())
+		}
+		t.Logf("run %d killed %v after %q:\n%s", i+1, kill.after, kill.at, out.String())
+	}
+	var b strings.Builder
+	if _, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, DataDirs: a.dirs, Out: &b}); err != nil {
+		t.Fatalf("last run: %v\n%s", err, b.String())
+	}
+	t.Logf("last run:\n%s", b.String())
+	a.start(ctx)
+	for w := range windows {
+		a.produce(ctx, closers(8, int64(61+w)*minute), 8)
+		a.exec(ctx, "FLUSH")
+	}
+	got, want := a.panes(ctx, "w", windows*minute), expected(evs)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+	}
+}
+
+// TestRescaleChild is TestRescaleKilled's child: a rescale to 8 of the
+// app its environment names.
+func TestRescaleChild(t *testing.T) {
+	brokers := os.Getenv("RESCALE_CHILD_BROKERS")
+	if brokers == "" {
+		t.Skip("run by TestRescaleKilled")
+	}
+	k, err := kafkaio.New(&kafkaio.Conn{Brokers: strings.Split(brokers, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	_, err = rescale.Run(context.Background(), k, rescale.Options{AppID: os.Getenv("RESCALE_CHILD_APP"), To: 8,
+		DataDirs: strings.Split(os.Getenv("RESCALE_CHILD_DIRS"), ","), Out: os.Stdout})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
