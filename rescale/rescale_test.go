@@ -249,7 +249,50 @@ func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, 
 	a.produce(ctx, evs[half:], to)
 	a.produce(ctx, closers(to, span+10*minute), to)
 	a.exec(ctx, "FLUSH")
+	if tool {
+		// M is in every partition's count history: after N on the old
+		// partitions, alone on the new ones.
+		hist := a.counts(ctx)
+		for p := range to {
+			want := fmt.Sprint(to)
+			if p < from {
+				want = fmt.Sprintf("%d,%d", from, to)
+			}
+			if hist[p] != want {
+				t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
+			}
+		}
+	}
 	return a.panes(ctx, "w", span), expected(evs), sum, out
+}
+
+// counts collects SHOW PARTITIONS w's count history per partition from
+// every node (each shows the partitions it runs).
+func (a *app) counts(ctx context.Context) map[int]string {
+	a.t.Helper()
+	out := map[int]string{}
+	for _, n := range a.nodes {
+		conn, err := pgx.Connect(ctx, "postgres://turbine@"+n.PGAddr()+"/turbine?sslmode=disable")
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, "SHOW PARTITIONS w")
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			if c, ok := vals[3].(string); ok && vals[1] != nil {
+				out[int(vals[0].(int64))] = c
+			}
+		}
+		rows.Close()
+		conn.Close(ctx)
+	}
+	return out
 }
 
 // TestRescaleCentral is the central test, 4 -> 8: after the
