@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
 	"github.com/turbinesql/turbinesql/internal/dirlock"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/placement"
@@ -104,6 +106,11 @@ const (
 type stream struct {
 	name, input, inputTopic string
 	eos                     bool
+	// hop: the stream reads its input through a repartition or combine
+	// hop (its plan says so, or its GROUP BY lacks the source's partition
+	// key), so its last stage's state is keyed by the hop's topic, which
+	// keeps its count when the source grows.
+	hop bool
 }
 
 // changelogTopic and groupName follow the server's names
@@ -207,8 +214,8 @@ func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
 		return nil, refuse("app %s has no catalog topic %s: is the app id right?", app, topic)
 	}
 	type entry struct {
-		sql, reads string
-		off        int64
+		sql, reads, planned string
+		off                 int64
 	}
 	live := map[string]entry{}
 	if _, err := k.ReadPartition(ctx, topic, 0, 0, func(r *kafkaio.Record) error {
@@ -218,8 +225,11 @@ func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
 		}
 		e := entry{sql: string(r.Value), off: r.Offset}
 		for _, h := range r.Headers {
-			if h.Key == "turbine.reads" {
+			switch h.Key {
+			case "turbine.reads":
 				e.reads = string(h.Value)
+			case "turbine.planned":
+				e.planned = string(h.Value)
 			}
 		}
 		live[string(r.Key)] = e
@@ -243,10 +253,15 @@ func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
 		}
 		s := stream{name: name, input: e.reads, eos: strings.EqualFold(cs.Options.String("processing_guarantee", ""), "exactly_once")}
 		s.inputTopic = e.reads
+		strategy := strings.ToLower(cs.Options.String("strategy", e.planned))
+		s.hop = strategy == "repartition" || strategy == "combine"
 		if src, ok := live["source/"+e.reads]; ok {
 			if stmt, err := sql.Parse(src.sql); err == nil {
-				if cs, ok := stmt.(*sql.CreateSource); ok {
-					s.inputTopic = cs.Options.String("topic", cs.Name)
+				if ss, ok := stmt.(*sql.CreateSource); ok {
+					s.inputTopic = ss.Options.String("topic", ss.Name)
+					if pk := ss.Options.String("partition_key", ""); pk == "" || !groupsBy(cs, pk) {
+						s.hop = true
+					}
 				}
 			}
 		} else if up, ok := live["stream/"+e.reads]; ok {
@@ -347,6 +362,10 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 		p.skip = "no keyed state: nothing to move"
 		return p, nil
 	}
+	if !placed && s.hop {
+		p.skip = "its state is keyed by its hop's internal topic (repartition or combine), whose partition count does not change with the source's: nothing to move"
+		return p, nil
+	}
 	if !placed {
 		return nil, refuse("stream %s has no partition key its state is split by (a hop, or no partition_key in its GROUP BY): its state is one indivisible block per partition, which cannot be split between partitions", s.name)
 	}
@@ -379,6 +398,20 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 		return nil, refuse("input topic %s of stream %s has %d partitions, more than --to %d: rescale to %d", s.inputTopic, s.name, in, m, in)
 	}
 	return p, nil
+}
+
+// groupsBy reports whether the stream's GROUP BY names column (the
+// source's partition key) as a plain column.
+func groupsBy(cs *sql.CreateStream, column string) bool {
+	if cs.Query == nil || cs.Query.GroupBy == nil {
+		return false
+	}
+	for _, item := range cs.Query.GroupBy.Items {
+		if c, ok := item.Expr.(*ast.ColumnNameExpr); ok && strings.EqualFold(c.Name.Name.O, column) {
+			return true
+		}
+	}
+	return false
 }
 
 // placementKey is dataflow.PlacementKey (not imported: dataflow is the

@@ -441,7 +441,11 @@ func TestRescaleRefusals(t *testing.T) {
 	refused("Kafka cannot shrink topic ev to 2", rescale.Options{To: 2, Streams: []string{"w"}})
 	refused("stream eo is exactly-once", rescale.Options{Streams: []string{"eo"}})
 	refused("start it under a new app id at the target count", rescale.Options{Streams: []string{"eo"}})
-	refused("stream r has no partition key its state is split by", rescale.Options{Streams: []string{"r"}})
+	// A hop's state follows its internal topic: nothing to move.
+	if sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"r"}}); err != nil ||
+		len(sum.Streams) != 1 || !strings.Contains(sum.Streams[0].Skipped, "keyed by its hop's internal topic") {
+		t.Errorf("repartition stream: %+v, %v", sum, err)
+	}
 	refused("stream eo is exactly-once", rescale.Options{}) // all: one refusal stops everything
 	refused(`app rs has no stream "nope"`, rescale.Options{Streams: []string{"nope"}})
 	if sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"copy"}}); err != nil ||
