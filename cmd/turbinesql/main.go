@@ -43,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) (string, b
 	case "rescale":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return rescaleCmd(ctx, args[1:], stdout, stderr)
+		return rescaleCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "size":
 		return runTool("size", size, args[1:], stdout, stderr)
 	case "skew":

@@ -29,6 +29,8 @@ func TestRescaleCommand(t *testing.T) {
 		{[]string{"rescale", "--brokers", brokers, "--app-id", "none", "--to", "8"}, 1,
 			"rescale refused: app none has no catalog topic turbine-none-catalog: is the app id right?"},
 		{[]string{"rescale", "--brokers", brokers, "--to", "8", "--data-dir", t.TempDir(), "--data-dir", t.TempDir()}, 1, "has no catalog topic turbine-turbinesql-catalog"},
+		{[]string{"rescale", "--brokers", brokers, "--to", "8", "--kafka-sasl-mechanism", "GSSAPI"}, 2, "GSSAPI"},
+		{[]string{"rescale", "--brokers", brokers, "--to", "8", "--kafka-tls-ca", "/nonexistent/ca.pem"}, 2, "/nonexistent/ca.pem"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb, getenv)
