@@ -8,7 +8,9 @@ import (
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
 )
 
 // alterStream runs ALTER STREAM s RESTART: the stream's stages stop and
@@ -28,7 +30,7 @@ func (s *Server) alterStream(ctx context.Context, st *sql.AlterStream) (*pgwire.
 
 // alterableSourceOptions are the options ALTER SOURCE may change: how
 // records are read, not what they are.
-var alterableSourceOptions = []string{"on_error", "dlq_topic", "idle_timeout"}
+var alterableSourceOptions = []string{"on_error", "dlq_topic", "idle_timeout", "partitions"}
 
 // alterSource runs ALTER SOURCE src SET (...): the new definition is
 // persisted (as the CREATE SOURCE it amounts to), and every stream
@@ -49,6 +51,14 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 	if !ok {
 		return nil, fmt.Errorf("catalog entry of source %s is not a CREATE SOURCE", st.Name)
 	}
+	var res pgwire.Result
+	if _, ok := st.Options["partitions"]; ok {
+		notices, err := s.growSource(ctx, old, st.Options)
+		if err != nil {
+			return nil, err
+		}
+		res.Notices = notices
+	}
 	for k, v := range st.Options {
 		cs.Options[k] = v
 	}
@@ -65,7 +75,80 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 	if err := s.applySource(ctx, src, true); err != nil {
 		return nil, err
 	}
-	return &pgwire.Result{Tag: "ALTER SOURCE"}, nil
+	res.Tag = "ALTER SOURCE"
+	return &res, nil
+}
+
+// growSource runs the partitions part of ALTER SOURCE ... SET (partitions
+// = M): the topic grows to M with CreatePartitions (Kafka cannot shrink a
+// topic, so a smaller count is refused, and a count that does not divide
+// 960 is refused unless the server allows them), before the catalog
+// records M and the readers restart on it (applySource). It warns when a
+// keyed stateful stream reads the source: under the new count the keys
+// that move start empty on their new partition.
+func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Options) ([]pgwire.Notice, error) {
+	m, err := o.Count("partitions")
+	if err != nil {
+		return nil, err
+	}
+	pos := o["partitions"].Pos
+	have, err := s.kafka.Partitions(ctx, src.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if m < have {
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "topic %q of source %s has %d partitions: Kafka cannot shrink a topic to %d", src.Topic, src.Name, have, m).
+			WithPos(pos).WithHint("a topic only grows; to read fewer partitions, create a new topic and a source on it")
+	}
+	if err := state.CheckDivisor(src.Topic, m, ""); err != nil && !s.cfg.AllowNonDivisor {
+		below, above := state.NearestValid(m)
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions = %d does not divide 960: keyed state on topic %q could never be rescaled again", m, src.Topic).
+			WithPos(pos).WithHint("choose a count that divides 960 (closest: %s), or start the server with TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1", closestText(below, above))
+	}
+	if m == have {
+		return nil, nil
+	}
+	if err := s.kafka.CreatePartitions(ctx, src.Topic, m); err != nil {
+		return nil, err
+	}
+	s.log.Info("source topic grown", "source", src.Name, "topic", src.Topic, "was", have, "partitions", m)
+	var keyed []string
+	s.mu.Lock()
+	for name, r := range s.streams {
+		if r.plan != nil && r.plan.Input.Source != nil && r.plan.Input.Source.Name == src.Name && movesState(r.plan) {
+			keyed = append(keyed, name)
+		}
+	}
+	s.mu.Unlock()
+	if len(keyed) == 0 {
+		return nil, nil
+	}
+	sort.Strings(keyed)
+	return []pgwire.Notice{{
+		Severity: "WARNING",
+		Message: fmt.Sprintf("topic %q grew from %d to %d partitions while keyed stateful streams read it (%s): keys that move to another partition start with empty state there",
+			src.Topic, have, m, strings.Join(keyed, ", ")),
+		Hint: "to keep their state, stop every server of the app first, grow the topic, run `turbinesql rescale --to N`, then start them again",
+	}}, nil
+}
+
+// movesState reports whether a stream keeps keyed state per input
+// partition, which a change of the input's count moves: a local
+// aggregation (its GROUP BY holds the partition key). A hop's state
+// follows its internal topic, which does not grow with the source.
+func movesState(p *planner.Plan) bool {
+	return p.Aggregate && p.Strategy == planner.StrategyLocal
+}
+
+// closestText names the valid counts around an invalid one.
+func closestText(below, above int) string {
+	switch {
+	case below > 0 && above > 0:
+		return fmt.Sprintf("%d and %d", below, above)
+	case below > 0:
+		return fmt.Sprint(below)
+	}
+	return fmt.Sprint(above)
 }
 
 // applySource puts src in place of the source of its name and restarts

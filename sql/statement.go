@@ -96,7 +96,7 @@ type AlterStream struct {
 
 // AlterSource is ALTER SOURCE name SET (option = value, ...): the options
 // a source may change while streams read it (on_error, dlq_topic,
-// idle_timeout).
+// idle_timeout, and partitions, which grows the topic).
 type AlterSource struct {
 	Name    string
 	Options Options

@@ -280,6 +280,12 @@ func (b *Batch) DeleteAcc(kg uint16, key []byte, window int64) error {
 
 // PutPartition records what the state has applied from partition p.
 func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
+	return b.b.Set(partKey(b.stream, p), encodeMeta(m), nil)
+}
+
+// encodeMeta is the stored form of m: offset, max time, flags, then the
+// closed watermark (flag 2) and the applied offset (flag 4).
+func encodeMeta(m PartitionMeta) []byte {
 	v := binary.AppendVarint(nil, m.Offset)
 	v = binary.AppendVarint(v, m.MaxTime)
 	flags := byte(0)
@@ -299,7 +305,7 @@ func (b *Batch) PutPartition(p int32, m PartitionMeta) error {
 	if m.Applied > m.Offset {
 		v = binary.AppendVarint(v, m.Applied)
 	}
-	return b.b.Set(partKey(b.stream, p), v, nil)
+	return v
 }
 
 // PutTaskValue records a value an operator of partition p's task keeps

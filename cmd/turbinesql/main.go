@@ -1,6 +1,7 @@
 // Command turbinesql is the TurbineSQL server and its tools.
 //
 //	turbinesql serve [flags]   run the engine (embedded Kafka unless --brokers)
+//	turbinesql rescale [flags] move a stopped app's keyed state to a new partition count
 //	turbinesql size [flags]    recommend a partition count (SHOW SIZING, offline)
 //	turbinesql skew [flags]    check a key's load per partition on a topic (SHOW SKEW, offline)
 //	turbinesql audit [flags]   kill a server K times under load and audit every pane (exactly-once)
@@ -39,6 +40,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) (string, b
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return serve(ctx, args[1:], stdout, stderr, getenv)
+	case "rescale":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return rescaleCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "size":
 		return runTool("size", size, args[1:], stdout, stderr)
 	case "skew":
@@ -62,6 +67,7 @@ func usage(w io.Writer) {
 
 commands:
   serve     run the engine (see turbinesql serve --help)
+  rescale   move a stopped app's keyed state to a new partition count (turbinesql rescale -h)
   size      recommend a partition count from peak rate, record size and consumers
   skew      check how a key spreads over a topic's partitions under murmur2
   audit     SIGKILL a server K times while N events arrive, and audit every pane of its

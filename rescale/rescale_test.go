@@ -1,0 +1,637 @@
+package rescale_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/rescale"
+	"github.com/turbinesql/turbinesql/server"
+	"github.com/turbinesql/turbinesql/state"
+)
+
+// app is one TurbineSQL app on a broker of its own, run by in-process
+// servers on data dirs that outlive them.
+type app struct {
+	t     *testing.T
+	addr  []string
+	k     *kafkaio.Client
+	id    string
+	dirs  []string
+	nodes []*server.Server
+	// allowNonDivisor starts the servers with
+	// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1.
+	allowNonDivisor bool
+}
+
+func newApp(t *testing.T, nodes int) *app {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	a := &app{t: t, addr: cluster.ListenAddrs(), id: "rs"}
+	if a.k, err = kafkaio.New(&kafkaio.Conn{Brokers: a.addr}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.k.Close)
+	for range nodes {
+		a.dirs = append(a.dirs, t.TempDir())
+	}
+	return a
+}
+
+// start starts a server on each data dir.
+func (a *app) start(ctx context.Context) {
+	a.t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("TURBINE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	for _, dir := range a.dirs {
+		srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Brokers: a.addr,
+			AppID: a.id, Logger: log, CommitInterval: 50 * time.Millisecond, SessionTimeout: 6 * time.Second,
+			MetadataInterval: 500 * time.Millisecond, AllowNonDivisor: a.allowNonDivisor})
+		if err != nil {
+			a.t.Fatalf("start server: %v", err)
+		}
+		a.nodes = append(a.nodes, srv)
+	}
+}
+
+// stop closes every server.
+func (a *app) stop() {
+	for _, s := range a.nodes {
+		s.Close()
+	}
+	a.nodes = nil
+}
+
+func (a *app) exec(ctx context.Context, qs ...string) {
+	a.t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range qs {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			a.t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// panes reads the stream's panes "k ws n sum", sorted.
+func (a *app) panes(ctx context.Context, stream string, before int64) []string {
+	a.t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT k, ws, n, s FROM "+stream)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var k string
+		var ws time.Time
+		var n, s int64
+		if err := rows.Scan(&k, &ws, &n, &s); err != nil {
+			a.t.Fatal(err)
+		}
+		if ws.UnixMilli() < before {
+			out = append(out, fmt.Sprintf("%s %d %d %d", k, ws.UnixMilli(), n, s))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		a.t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// event is one input row.
+type event struct {
+	k  string
+	x  int64
+	ts int64 // ms
+}
+
+// produce writes events, each keyed by k and placed with murmur2 under
+// n partitions (as a Java producer of the topic's current count would).
+func (a *app) produce(ctx context.Context, evs []event, n int) {
+	a.t.Helper()
+	var recs []*kafkaio.Record
+	for _, e := range evs {
+		v, _ := json.Marshal(map[string]any{"k": e.k, "x": e.x, "ts": e.ts})
+		recs = append(recs, &kafkaio.Record{Topic: "ev", Partition: state.PartitionFor([]byte(e.k), n), Key: []byte(e.k), Value: v})
+	}
+	if err := a.k.ProduceSync(ctx, recs); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+const minute = 60_000
+
+// input is a seeded input: keys k0..k(keys-1), rows in increasing time
+// over [0, span), each key at most once per ms.
+func input(seed uint64, keys, rows int, span int64) []event {
+	r := rand.New(rand.NewPCG(seed, 1))
+	evs := make([]event, rows)
+	for i := range evs {
+		evs[i] = event{k: fmt.Sprintf("k%d", r.IntN(keys)), x: int64(r.IntN(100)), ts: int64(i) * span / int64(rows)}
+	}
+	return evs
+}
+
+// expected computes the panes of a 1-minute tumbling COUNT and SUM per key.
+func expected(evs []event) []string {
+	type pane struct{ n, s int64 }
+	m := map[string]*pane{}
+	for _, e := range evs {
+		key := fmt.Sprintf("%s %d", e.k, e.ts/minute*minute)
+		if m[key] == nil {
+			m[key] = &pane{}
+		}
+		m[key].n++
+		m[key].s += e.x
+	}
+	var out []string
+	for k, p := range m {
+		out = append(out, fmt.Sprintf("%s %d %d", k, p.n, p.s))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// closers are rows far past the input, one on each of n partitions, so
+// every partition's watermark passes every window of the input.
+func closers(n int, ts int64) []event {
+	var out []event
+	for p := range n {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("close%d", i)
+			if int(state.PartitionFor([]byte(k), n)) == p {
+				out = append(out, event{k: k, ts: ts})
+				break
+			}
+		}
+	}
+	return out
+}
+
+const (
+	sourceSQL = `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = %d, partition_key = 'k')`
+	streamSQL = `CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`
+)
+
+// rescaled runs the issue's central scenario: the first half of a seeded
+// input on `from` partitions and two servers; both stop; the topic grows
+// to `to`; rescale (when tool is set); both restart; the second half is
+// placed under `to`. It returns the panes and the expected ones.
+func rescaled(t *testing.T, from, to int, tool bool) (got, want []string, sum rescale.Summary, out string) {
+	return rescaledWith(t, from, to, tool, nil)
+}
+
+// rescaledWith is rescaled with a rescale interrupted where interrupt
+// says, then run again to the end.
+func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, phase string) bool) (got, want []string, sum rescale.Summary, out string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newApp(t, 2)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, fmt.Sprintf(sourceSQL, from), streamSQL)
+	// 7 minutes of input; the cut at 3.5 leaves the window 3:00-4:00 open
+	// across the rescale.
+	const span = 7 * minute
+	evs := input(42, 300, 6000, span)
+	half := len(evs) / 2
+	a.produce(ctx, evs[:half], from)
+	a.exec(ctx, "FLUSH")
+	a.stop()
+	if err := a.k.CreatePartitions(ctx, "ev", to); err != nil {
+		t.Fatal(err)
+	}
+	if tool {
+		var b strings.Builder
+		var err error
+		if interrupt != nil {
+			_, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b, Interrupt: interrupt})
+			if !errors.Is(err, rescale.ErrInterrupted) {
+				t.Fatalf("interrupted rescale: %v\n%s", err, b.String())
+			}
+		}
+		sum, err = rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b})
+		out = b.String()
+		if err != nil {
+			t.Fatalf("rescale: %v\n%s", err, out)
+		}
+	}
+	a.start(ctx)
+	a.produce(ctx, evs[half:], to)
+	a.produce(ctx, closers(to, span+10*minute), to)
+	a.exec(ctx, "FLUSH")
+	if tool {
+		// M is in every partition's count history: after N on the old
+		// partitions, alone on the new ones.
+		hist := a.counts(ctx)
+		for p := range to {
+			want := fmt.Sprint(to)
+			if p < from {
+				want = fmt.Sprintf("%d,%d", from, to)
+			}
+			if hist[p] != want {
+				t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
+			}
+		}
+	}
+	return a.panes(ctx, "w", span), expected(evs), sum, out
+}
+
+// counts collects SHOW PARTITIONS w's count history per partition from
+// every node (each shows the partitions it runs).
+func (a *app) counts(ctx context.Context) map[int]string {
+	a.t.Helper()
+	out := map[int]string{}
+	for _, n := range a.nodes {
+		conn, err := pgx.Connect(ctx, "postgres://turbine@"+n.PGAddr()+"/turbine?sslmode=disable")
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, "SHOW PARTITIONS w")
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			if c, ok := vals[3].(string); ok && vals[1] != nil {
+				out[int(vals[0].(int64))] = c
+			}
+		}
+		rows.Close()
+		conn.Close(ctx)
+	}
+	return out
+}
+
+// TestRescaleCentral is the issue's central test, 4 -> 8: after the
+// rescale every pane equals the one a never-rescaled run gives (computed
+// from the input), the window open across the rescale included.
+func TestRescaleCentral(t *testing.T) {
+	got, want, sum, out := rescaled(t, 4, 8, true)
+	t.Log(out)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+	}
+	if len(sum.Streams) != 1 || sum.Streams[0].Groups != 480 || sum.Streams[0].Records == 0 {
+		t.Errorf("summary %+v, want stream w with 480 key groups moved", sum.Streams)
+	}
+}
+
+// TestRescaleCounts repeats it for 8 -> 24 (each group of partition p
+// goes to p, p+8 or p+16) and 1 -> 4.
+func TestRescaleCounts(t *testing.T) {
+	for _, c := range [][2]int{{8, 24}, {1, 4}} {
+		t.Run(fmt.Sprintf("%d_to_%d", c[0], c[1]), func(t *testing.T) {
+			got, want, _, _ := rescaled(t, c[0], c[1], true)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+			}
+		})
+	}
+}
+
+// TestRescaleInterrupted stops a rescale after its first copies (into
+// partition 5 of 8: some groups copied, most not), after every copy, and
+// after the tombstones, then runs it again: every pane is still right, no
+// group lost or counted twice.
+func TestRescaleInterrupted(t *testing.T) {
+	for _, at := range []string{"copied into 5", "copied", "tombstoned"} {
+		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
+			stopped := false
+			got, want, _, out := rescaledWith(t, 4, 8, true, func(_, phase string) bool {
+				if phase == at {
+					stopped = true
+				}
+				return phase == at
+			})
+			if !stopped {
+				t.Fatalf("never reached %q", at)
+			}
+			if !strings.Contains(out, "resuming an interrupted rescale from 4 to 8") {
+				t.Errorf("the second run did not resume:\n%s", out)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+			}
+		})
+	}
+}
+
+// TestGrowWithoutTool is the path without the tool: the keys that moved
+// start empty on their new partition, so the window open across the
+// change is split into two panes for exactly those keys (and the check
+// that TestRescaleCentral can fail).
+func TestGrowWithoutTool(t *testing.T) {
+	got, want, _, _ := rescaled(t, 4, 8, false)
+	if slices.Equal(got, want) {
+		t.Fatal("panes equal without the rescale: the central test could not tell")
+	}
+	split := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			k := strings.Fields(g)[0]
+			if state.PartitionFor([]byte(k), 4) == state.PartitionFor([]byte(k), 8) {
+				t.Errorf("pane %q of a key that did not move differs", g)
+			}
+			split++
+		}
+	}
+	if split == 0 {
+		t.Error("no pane differs")
+	}
+}
+
+// diff lists the first lines only one side has.
+func diff(got, want []string) string {
+	var b strings.Builder
+	n := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) && n < 10 {
+			fmt.Fprintf(&b, "+ %s\n", g)
+			n++
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) && n < 20 {
+			fmt.Fprintf(&b, "- %s\n", w)
+			n++
+		}
+	}
+	return b.String()
+}
+
+var _ = io.Discard
+
+// TestRescaleRefusals: each refusal names its reason, and writes nothing
+// (the changelogs and the input topic are as they were).
+func TestRescaleRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newApp(t, 1)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, fmt.Sprintf(sourceSQL, 4), streamSQL,
+		`CREATE STREAM eo WITH (processing_guarantee = 'exactly_once') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		`CREATE STREAM r WITH (strategy = 'repartition') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		`CREATE STREAM copy AS SELECT k, ts FROM ev`)
+	a.produce(ctx, input(7, 50, 500, 3*minute), 4)
+	a.exec(ctx, "FLUSH")
+	refused := func(want string, opts rescale.Options) {
+		t.Helper()
+		opts.AppID = a.id
+		if opts.To == 0 {
+			opts.To = 8
+		}
+		_, err := rescale.Run(ctx, a.k, opts)
+		var r *rescale.RefusedError
+		if !errors.As(err, &r) || !strings.Contains(err.Error(), want) {
+			t.Errorf("rescale %+v: %v, want a refusal saying %q", opts, err, want)
+		}
+	}
+	// Running: its data dir is held, its groups have members.
+	refused("is in use by another TurbineSQL server", rescale.Options{DataDirs: a.dirs})
+	refused("has live members", rescale.Options{})
+	a.stop()
+
+	ends := func() string {
+		var b strings.Builder
+		for _, topic := range []string{"turbine-rs-w-changelog", "turbine-rs-eo-changelog", "ev"} {
+			e, err := a.k.EndOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %v; ", topic, e)
+		}
+		return b.String()
+	}
+	was := ends()
+	refused("--to 7 does not divide 960", rescale.Options{To: 7})
+	refused("Kafka cannot shrink topic ev to 2", rescale.Options{To: 2, Streams: []string{"w"}})
+	refused("stream eo is exactly-once", rescale.Options{Streams: []string{"eo"}})
+	refused("start it under a new app id at the target count", rescale.Options{Streams: []string{"eo"}})
+	// A hop's state follows its internal topic: nothing to move.
+	if sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"r"}}); err != nil ||
+		len(sum.Streams) != 1 || !strings.Contains(sum.Streams[0].Skipped, "keyed by its hop's internal topic") {
+		t.Errorf("repartition stream: %+v, %v", sum, err)
+	}
+	refused("stream eo is exactly-once", rescale.Options{}) // all: one refusal stops everything
+	refused(`app rs has no stream "nope"`, rescale.Options{Streams: []string{"nope"}})
+	if sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"copy"}}); err != nil ||
+		len(sum.Streams) != 1 || sum.Streams[0].Skipped != "no keyed state: nothing to move" {
+		t.Errorf("stateless stream: %+v, %v", sum, err)
+	}
+	if now := ends(); now != was {
+		t.Errorf("refusals wrote: before %s, after %s", was, now)
+	}
+
+	// A record where murmur2 would not have put it: placement -1.
+	a.start(ctx)
+	k := "k1"
+	wrong := (state.PartitionFor([]byte(k), 4) + 1) % 4
+	v, _ := json.Marshal(map[string]any{"k": k, "x": 1, "ts": 3 * minute})
+	if err := a.k.ProduceSync(ctx, []*kafkaio.Record{{Topic: "ev", Partition: wrong, Key: []byte(k), Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	a.exec(ctx, "FLUSH")
+	a.stop()
+	refused(fmt.Sprintf("partition %d's placement verdict is -1", wrong), rescale.Options{Streams: []string{"w"}})
+
+	// State that ran on a count that does not divide 960.
+	b := newApp(t, 1)
+	b.allowNonDivisor = true
+	b.start(ctx)
+	defer b.stop()
+	b.exec(ctx, fmt.Sprintf(sourceSQL, 7), streamSQL)
+	b.produce(ctx, input(7, 50, 200, 3*minute), 7)
+	b.exec(ctx, "FLUSH")
+	b.stop()
+	if _, err := rescale.Run(ctx, b.k, rescale.Options{AppID: b.id, To: 8}); err == nil || !strings.Contains(err.Error(), "stream w runs on 7 partitions, which does not divide 960") {
+		t.Errorf("state on 7 partitions: %v", err)
+	}
+}
+
+// TestRescaleFigures measures a rescale of 10^6 keys with open windows, 4
+// -> 8 (TURBINE_RESCALE_FIGURES=1; the README's figures): one row per key,
+// 50,000 keys in each of 20 one-minute windows, none closed when the
+// servers stop (the watermark trails by an hour). After the rescale the
+// windows are closed one at a time (a close of all 10^6 groups in one
+// commit would write a changelog batch larger than the topic's 1 MB
+// max.message.bytes, which fails the stream with or without a rescale),
+// and every key has its pane of 1.
+func TestRescaleFigures(t *testing.T) {
+	if os.Getenv("TURBINE_RESCALE_FIGURES") == "" {
+		t.Skip("set TURBINE_RESCALE_FIGURES=1")
+	}
+	const keys, windows = 1_000_000, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	a := newApp(t, 1)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	began := time.Now()
+	for i := 0; i < keys; i += 100_000 {
+		evs := make([]event, 0, 100_000)
+		for j := i; j < i+100_000; j++ {
+			evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: 1, ts: int64(j) * windows * minute / keys})
+		}
+		a.produce(ctx, evs, 4)
+	}
+	a.exec(ctx, "FLUSH")
+	t.Logf("fed %d keys in %.1fs", keys, time.Since(began).Seconds())
+	a.stop()
+	var b strings.Builder
+	sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, DataDirs: a.dirs, Out: &b})
+	if err != nil {
+		t.Fatal(err, b.String())
+	}
+	t.Log(b.String())
+	s := sum.Streams[0]
+	t.Logf("FIGURES: %d keys 4 -> 8: %.1fs, %d key groups, %d records, %d bytes written", keys, sum.Elapsed.Seconds(), s.Groups, s.Records, s.Bytes)
+	began = time.Now()
+	a.start(ctx)
+	for w := range windows {
+		a.produce(ctx, closers(8, int64(61+w)*minute), 8)
+		a.exec(ctx, "FLUSH")
+	}
+	t.Logf("restart, restore and close in %.1fs", time.Since(began).Seconds())
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var panes, rows int64
+	if err := conn.QueryRow(ctx, "SELECT COUNT(*), SUM(n) FROM w WHERE ws < TIMESTAMP '1970-01-01 00:20:00'").Scan(&panes, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if panes != int64(keys) || rows != int64(keys) {
+		t.Errorf("%d panes of %d rows after the rescale, want %d of %d", panes, rows, keys, keys)
+	}
+}
+
+// TestRescaleKilled kills a rescale (SIGKILL, a child process running
+// it) three times at different points of its writes, each run resuming
+// the last, then lets a fourth run finish: every one of 200,000 keys
+// still has exactly its pane.
+func TestRescaleKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("feeds 200,000 keys")
+	}
+	const keys, windows = 200_000, 4
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a := newApp(t, 2)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	evs := make([]event, 0, keys)
+	for j := range keys {
+		evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: int64(j % 7), ts: int64(j) * windows * minute / keys})
+	}
+	// In slices, each flushed: a commit of too many new groups writes a
+	// changelog batch above the topic's 1 MB max.message.bytes, which
+	// fails the stream (an engine limit, with or without a rescale).
+	for i := 0; i < keys; i += 20_000 {
+		a.produce(ctx, evs[i:i+20_000], 4)
+		a.exec(ctx, "FLUSH")
+	}
+	a.stop()
+	if err := a.k.CreatePartitions(ctx, "ev", 8); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"RESCALE_CHILD_BROKERS=" + strings.Join(a.addr, ","), "RESCALE_CHILD_APP=" + a.id,
+		"RESCALE_CHILD_DIRS=" + strings.Join(a.dirs, ",")}
+	// Killed while copying, once every copy is written (while it marks
+	// that, or tombstones), and once the tombstones are (positions).
+	for i, kill := range []struct {
+		at    string
+		after time.Duration
+	}{{"data dir", 700 * time.Millisecond}, {"key groups copied", 0}, {"tombstones where the groups left", 0}} {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRescaleChild$", "-test.v")
+		cmd.Env = append(os.Environ(), args...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for !strings.Contains(out.String(), kill.at) {
+			if ctx.Err() != nil {
+				t.Fatalf("child never printed %q:\n%s", kill.at, out.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(kill.after)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if strings.Contains(out.String(), "--- PASS") {
+			// The last step (positions) is short: the kill may come late.
+			t.Logf("run %d finished before it was killed", i+1)
+		}
+		t.Logf("run %d killed %v after %q:\n%s", i+1, kill.after, kill.at, out.String())
+	}
+	var b strings.Builder
+	if _, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, DataDirs: a.dirs, Out: &b}); err != nil {
+		t.Fatalf("last run: %v\n%s", err, b.String())
+	}
+	t.Logf("last run:\n%s", b.String())
+	a.start(ctx)
+	for w := range windows {
+		a.produce(ctx, closers(8, int64(61+w)*minute), 8)
+		a.exec(ctx, "FLUSH")
+	}
+	got, want := a.panes(ctx, "w", windows*minute), expected(evs)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+	}
+}
+
+// TestRescaleChild is TestRescaleKilled's child: a rescale to 8 of the
+// app its environment names.
+func TestRescaleChild(t *testing.T) {
+	brokers := os.Getenv("RESCALE_CHILD_BROKERS")
+	if brokers == "" {
+		t.Skip("run by TestRescaleKilled")
+	}
+	k, err := kafkaio.New(&kafkaio.Conn{Brokers: strings.Split(brokers, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	_, err = rescale.Run(context.Background(), k, rescale.Options{AppID: os.Getenv("RESCALE_CHILD_APP"), To: 8,
+		DataDirs: strings.Split(os.Getenv("RESCALE_CHILD_DIRS"), ","), Out: os.Stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
