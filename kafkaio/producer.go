@@ -23,6 +23,65 @@ type Pending struct {
 	// it is reused while an abandoned Wait has not returned).
 	inflight int
 	idle     chan struct{}
+	// bytes is the size of the records in flight; a Produce that would
+	// take it past batchBound waits for freed (closed and remade when
+	// records finish while waiters wait).
+	bytes   int
+	waiters int
+	freed   chan struct{}
+}
+
+// batchBound bounds the bytes one Pending has in flight. The producer
+// batches whatever is buffered for a partition while a request is out,
+// and Kafka refuses a batch larger than the topic's max.message.bytes
+// (1 MB by default) as a whole: a commit closing a few hundred thousand
+// groups once failed its stream so. Records in flight only up to half
+// that keep every batch of a task's own producer under it; a larger
+// record goes alone (its topic must take it anyway). Tasks sharing the
+// at-least-once producer share batches of an output partition, so there
+// the bound is per task. Waiting costs a round trip per 512 KiB.
+const batchBound = 512 << 10
+
+// recordBytes is about what rec takes in a batch.
+func recordBytes(rec *Record) int {
+	n := len(rec.Key) + len(rec.Value) + 24
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value) + 4
+	}
+	return n
+}
+
+// room waits until size more bytes fit in flight (or nothing is in
+// flight), and counts them.
+func (p *Pending) room(ctx context.Context, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.bytes > 0 && p.bytes+size > batchBound && ctx.Err() == nil {
+		if p.freed == nil {
+			p.freed = make(chan struct{})
+		}
+		ch := p.freed
+		p.waiters++
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		p.waiters--
+	}
+	p.bytes += size
+}
+
+// free uncounts size bytes in flight.
+func (p *Pending) free(size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bytes -= size
+	if p.waiters > 0 && p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
 }
 
 // closedChan is an idle channel of a Pending with nothing in flight.
@@ -67,8 +126,12 @@ func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, r
 // of its records is too large, so a refused record is first sent again on
 // its own: only one that is too large alone goes to tooLarge.
 func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Record)) {
+	size := recordBytes(rec)
+	p.room(ctx, size)
 	p.add()
 	p.cl.Produce(ctx, rec, func(_ *Record, err error) {
+		// Freed first: tooLarge below may produce, and so wait for room.
+		p.free(size)
 		if err != nil && tooLarge != nil && IsTooLarge(err) {
 			go func() { // not on the producer's callback goroutine
 				defer p.done()
