@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestLargeCommitFitsTopicLimit: one transaction of 20 MB of small
@@ -18,25 +15,7 @@ import (
 // topic's own limit still goes alone. Produce answers late, as a busy
 // broker does, so records pile up behind each request.
 func TestLargeCommitFitsTopicLimit(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		time.Sleep(5 * time.Millisecond)
-		return nil, nil, false
-	})
-	conn := &Conn{Brokers: c.ListenAddrs()}
-	if err := conn.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	k, err := New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k := slowBroker(t, 2, 5*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if n, err := k.MaxMessageBytes(ctx, "t"); err != nil || n > 1_100_000 {
@@ -46,6 +25,7 @@ func TestLargeCommitFitsTopicLimit(t *testing.T) {
 	if _, err := k.EnsureTopic(ctx, big, 1, map[string]*string{"max.message.bytes": ptr(fmt.Sprint(3 << 20))}); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	for _, eos := range []bool{true, false} {
 		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
 			var out interface {

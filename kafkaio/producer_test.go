@@ -19,25 +19,7 @@ import (
 // reused before previous Wait has returned". That race is too narrow to
 // hit on cue; this checks the reuse it came from.)
 func TestFlushGivenUpThenReused(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		time.Sleep(150 * time.Millisecond) // every produce answers late
-		return nil, nil, false
-	})
-	conn := &Conn{Brokers: c.ListenAddrs()}
-	if err := conn.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	k, err := New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k := slowBroker(t, 1, 150*time.Millisecond)
 	p := k.NewPending()
 	for round := 0; round < 5; round++ {
 		p.Produce(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte("x")})
@@ -57,4 +39,30 @@ func TestFlushGivenUpThenReused(t *testing.T) {
 	if got := p.idleCh(); got != closedChan {
 		t.Fatal("records still in flight after a Flush that returned nil")
 	}
+}
+
+// slowBroker starts a kfake broker with topic t of parts partitions whose
+// every produce answers after delay, and a client of it.
+func slowBroker(t *testing.T, parts int32, delay time.Duration) *Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(delay)
+		return nil, nil, false
+	})
+	conn := &Conn{Brokers: c.ListenAddrs()}
+	if err := conn.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
 }

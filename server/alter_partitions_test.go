@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -24,31 +22,13 @@ func TestAlterSourcePartitions(t *testing.T) {
 	defer cancel()
 	srv := startTestServer(t, t.TempDir())
 	defer srv.Close()
-	var mu sync.Mutex
-	var notices []*pgconn.Notice
-	cfg, err := pgx.ParseConfig("postgres://turbine@" + srv.PGAddr() + "/turbine?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		notices = append(notices, n)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connectNotices(ctx, t, srv)
 	defer conn.Close(ctx)
 	exec := func(q string) []*pgconn.Notice {
 		t.Helper()
-		mu.Lock()
-		notices = nil
-		mu.Unlock()
-		execAll(ctx, t, conn, q)
-		mu.Lock()
-		defer mu.Unlock()
-		return notices
+		conn.takeNotices()
+		execAll(ctx, t, conn.Conn, q)
+		return conn.takeNotices()
 	}
 	exec(`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`)
 	exec(`CREATE STREAM counts AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
@@ -74,7 +54,7 @@ func TestAlterSourcePartitions(t *testing.T) {
 	if src.Partitions != 4 || !strings.Contains(src.SQL, "partitions = 4") {
 		t.Errorf("catalog keeps partitions %d: %s", src.Partitions, src.SQL)
 	}
-	waitTasks(ctx, t, conn, srv, "counts", 4)
+	waitTasks(ctx, t, conn.Conn, srv, "counts", 4)
 	exec(`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:02')`)
 	exec("FLUSH")
 	rows, err := conn.Query(ctx, "SHOW PARTITIONS counts")

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,29 +90,13 @@ func TestShowSkewFlagship(t *testing.T) {
 	defer cancel()
 	srv := startTestServer(t, t.TempDir())
 	defer srv.Close()
-	var mu sync.Mutex
-	var notices []*pgconn.Notice
-	cfg, err := pgx.ParseConfig("postgres://turbine@" + srv.PGAddr() + "/turbine?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		notices = append(notices, n)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connectNotices(ctx, t, srv)
 	defer conn.Close(ctx)
 	// query runs q and returns its rows as space-joined text, and the
 	// notices it raised.
 	query := func(q string) ([]string, []*pgconn.Notice) {
 		t.Helper()
-		mu.Lock()
-		notices = nil
-		mu.Unlock()
+		conn.takeNotices()
 		rows, err := conn.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -129,9 +112,7 @@ func TestShowSkewFlagship(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return out, notices
+		return out, conn.takeNotices()
 	}
 	if _, err := conn.Exec(ctx, `CREATE SOURCE captures (store_id TEXT, fixture_id TEXT, frame BIGINT, ts TIMESTAMP,
 		WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (topic = 'captures', partitions = 6, partition_key = 'store_id')`); err != nil {
