@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -321,7 +322,7 @@ func TestCatalogRefusesNewerVersionRecords(t *testing.T) {
 		}
 	}
 	put("source/later", `CREATE SOURCE later (k TEXT) WITH (topic = 'ev')`, "3")
-	put("source/now", `CREATE SOURCE now (k TEXT) WITH (topic = 'ev')`, catalogVersion)
+	put("source/now", `CREATE SOURCE now (k TEXT) WITH (topic = 'ev')`, strconv.Itoa(catalogVersion))
 	waitWithin(t, "a to apply the version-2 record", 5*time.Second, func() bool { return hasSource(a, "now") })
 	if hasSource(a, "later") {
 		t.Fatal("a applied a record of catalog version 3")

@@ -58,10 +58,8 @@ type writtenRecord struct {
 	offset    int64
 }
 
-const (
-	catalogVersion  = "2"
-	catalogVersionN = 2
-)
+// catalogVersion is the format version written in turbine.catalog.v.
+const catalogVersion = 2
 
 // Header keys of catalog records.
 const (
@@ -122,7 +120,7 @@ func (l *catalogLog) Write(c catalog.Change) error {
 
 // write produces c and returns its offset.
 func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes string) (int64, error) {
-	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(catalogVersion)}, {Key: hdrNode, Value: []byte(l.node)},
+	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(strconv.Itoa(catalogVersion))}, {Key: hdrNode, Value: []byte(l.node)},
 		{Key: hdrStmt, Value: []byte(stmt)}, {Key: hdrOp, Value: []byte(c.Op)}}
 	if c.Reads != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrReads, Value: []byte(c.Reads)})
@@ -198,9 +196,9 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 	}
 	// Versions are integers; one this release cannot parse is no more
 	// readable than a higher one. (None: version 1.)
-	if v, err := strconv.Atoi(version); version != "" && (err != nil || v > catalogVersionN) {
+	if v, err := strconv.Atoi(version); version != "" && (err != nil || v > catalogVersion) {
 		key := catalog.Record{Change: catalog.Change{Kind: rec.Kind, Name: rec.Name}, Node: rec.Node, Offset: rec.Offset}
-		return key, true, fmt.Errorf("%w (turbine.catalog.v %q, by node %q; this node reads up to %s): upgrade this node",
+		return key, true, fmt.Errorf("%w (turbine.catalog.v %q, by node %q; this node reads up to %d): upgrade this node",
 			errCatalogNewer, version, rec.Node, catalogVersion)
 	}
 	return rec, true, nil
