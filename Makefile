@@ -126,13 +126,13 @@ audit: build
 # process, all started on the previous release (bin/turbinesql-prev, see
 # build-prev) and upgraded to bin/turbinesql one at a time (clean stop,
 # restart on the new binary, wait until it owns tasks again) while input
-# flows; 400k events, exactly-once; 4 more faults of one node at a time
+# flows; 400k events, exactly-once; 3 more faults of one node at a time
 # (SIGKILL, a third clean SIGTERM), half the SIGKILLs kept down until their
 # tasks moved (failover measured), some restarts on an emptied data dir
 # (restore from the changelog); at the end FLUSH on every node; every pane
 # read read_committed, exactly once.
 audit-cluster: build build-prev
-	./bin/turbinesql audit -nodes 3 -upgrade-from bin/turbinesql-prev -events 400000 -rate 3000 -kills 4 -sigterm 0.3 $(CHAOSFLAGS)
+	./bin/turbinesql audit -nodes 3 -upgrade-from bin/turbinesql-prev -events 400000 -rate 3000 -kills 3 -sigterm 0.3 $(CHAOSFLAGS)
 
 # build-prev: the previous release (the commit ci/prev/release names, so
 # no tag is needed) built into bin/turbinesql-prev from that commit's tree;
