@@ -728,11 +728,20 @@ func (c *chaos) flush(ctx context.Context, m *member) error {
 		s := m.cur
 		c.mu.Unlock()
 		err := c.flushOnce(ctx, s)
-		if err == nil || !s.waitInjectedCrash() {
+		if err == nil {
+			return nil
+		}
+		crashed := c.crashedOthers(m)
+		if !s.waitInjectedCrash() && len(crashed) == 0 {
 			return err
 		}
-		// The server crashed itself during the FLUSH: a planned fault.
-		// The next runs inject no more, so the audit can finish.
+		// The server crashed itself during the FLUSH, or another node did
+		// and the FLUSH waited for its partitions (they move once its
+		// session times out, and FLUSH waits a minute at most): a planned
+		// fault. The next runs inject no more, so the audit can finish.
+		if len(crashed) > 0 {
+			c.logf("FLUSH on %s failed while %s had crashed itself (injected): restarting, FLUSH again (%v)", m.name(), strings.Join(crashed, ", "), err)
+		}
 		c.mu.Lock()
 		for _, n := range c.nodes {
 			n.cfg.crashAfterTxn = 0
@@ -742,6 +751,20 @@ func (c *chaos) flush(ctx context.Context, m *member) error {
 			return err
 		}
 	}
+}
+
+// crashedOthers names the nodes other than m whose current run exited by
+// a crash it injected itself.
+func (c *chaos) crashedOthers(m *member) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.nodes {
+		if n != m && n.cur != nil && !n.cur.alive() && n.cur.injectedCrash() {
+			out = append(out, n.name())
+		}
+	}
+	return out
 }
 
 func (c *chaos) flushOnce(ctx context.Context, s *server) error {

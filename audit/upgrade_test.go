@@ -3,6 +3,7 @@ package audit
 import (
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -45,5 +46,32 @@ func TestDescribeBin(t *testing.T) {
 	}
 	if got := describeBin(bin); got != "turbinesql-prev (commit 640cbcc)" {
 		t.Errorf("with a commit file: %q", got)
+	}
+}
+
+// TestCrashedOthers: the nodes a failed FLUSH may have waited for are
+// those whose run exited by a crash it injected (exit 77), not one that
+// runs, nor one that exited otherwise, nor the node the FLUSH ran on.
+func TestCrashedOthers(t *testing.T) {
+	exited := func(code string) *server {
+		s := &server{exited: make(chan struct{})}
+		s.err = exec.Command("sh", "-c", "exit "+code).Run()
+		close(s.exited)
+		return s
+	}
+	running := &server{exited: make(chan struct{})}
+	nodes := []*member{
+		{cfg: serverConfig{nodeID: "node1"}, cur: exited("77")},
+		{cfg: serverConfig{nodeID: "node2"}, cur: exited("77")},
+		{cfg: serverConfig{nodeID: "node3"}, cur: exited("1")},
+		{cfg: serverConfig{nodeID: "node4"}, cur: running},
+		{cfg: serverConfig{nodeID: "node5"}},
+	}
+	c := &chaos{nodes: nodes}
+	if got := c.crashedOthers(nodes[0]); len(got) != 1 || got[0] != "node2" {
+		t.Errorf("crashedOthers(node1) = %v, want [node2]", got)
+	}
+	if got := c.crashedOthers(nodes[3]); len(got) != 2 {
+		t.Errorf("crashedOthers(node4) = %v, want [node1 node2]", got)
 	}
 }
