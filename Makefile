@@ -124,14 +124,25 @@ chaos-short: build
 audit: build
 	./bin/turbinesql audit -events 200000 -kills 10 -sigterm 0.2 -broker-restarts 1 $(CHAOSFLAGS)
 
-# audit-cluster: three server processes share the app (own data dirs,
-# ports and node ids) on the broker's own process; 400k events, exactly-once;
-# 6 faults of one node at a time (SIGKILL, a third clean SIGTERM), half the
-# SIGKILLs kept down until their tasks moved (failover measured), some
-# restarts on an emptied data dir (restore from the changelog); at the end
-# FLUSH on every node; every pane read read_committed, exactly once.
-audit-cluster: build
-	./bin/turbinesql audit -nodes 3 -events 400000 -rate 3000 -kills 6 -sigterm 0.3 $(CHAOSFLAGS)
+# audit-cluster: a rolling upgrade under faults. Three server processes
+# share the app (own data dirs, ports and node ids) on the broker's own
+# process, all started on the previous release (bin/turbinesql-prev, see
+# build-prev) and upgraded to bin/turbinesql one at a time (clean stop,
+# restart on the new binary, wait until it owns tasks again) while input
+# flows; 400k events, exactly-once; 3 more faults of one node at a time
+# (SIGKILL, a third clean SIGTERM), half the SIGKILLs kept down until their
+# tasks moved (failover measured), some restarts on an emptied data dir
+# (restore from the changelog); at the end FLUSH on every node; every pane
+# read read_committed, exactly once.
+audit-cluster: build build-prev
+	./bin/turbinesql audit -nodes 3 -upgrade-from bin/turbinesql-prev -events 400000 -rate 3000 -kills 3 -sigterm 0.3 $(CHAOSFLAGS)
+
+# build-prev: the previous release (the commit ci/prev/release names, so
+# no tag is needed) built into bin/turbinesql-prev from that commit's tree;
+# fails with a clear message when a shallow clone lacks the commit.
+.PHONY: build-prev
+build-prev:
+	GO=$(GO) bash ci/prev/build.sh
 
 # soak: 1M events and 50 SIGKILLs under exactly-once, on the embedded
 # broker's own process and then on Apache Kafka (ci/kafka; needs java, mvn).

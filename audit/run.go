@@ -65,6 +65,9 @@ type options struct {
 	midFlush bool
 	// standbys is the servers' --standby-replicas.
 	standbys int
+	// upgradeFrom is the previous release's binary (upgrade.go): every
+	// node starts on it and is upgraded to bin during the run.
+	upgradeFrom string
 }
 
 // Main runs the audit with the command line args (name names the command
@@ -94,6 +97,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.Float64Var(&o.wipe, "wipe", 0.3, "with -nodes > 1: share of restarts on an emptied data dir (state comes back from the changelog)")
 	fs.IntVar(&o.standbys, "standby-replicas", 0, "the servers' --standby-replicas: warm copies of each task on other nodes (failover then restores only what a copy lacks)")
 	fs.BoolVar(&o.midFlush, "flush-during-faults", false, "with -nodes > 1: also FLUSH on another node while a fault stops one, input still arriving (FLUSH declares the input complete so far: rows that arrive after it behind the highest watermark are late, so panes can come out short)")
+	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "a rolling upgrade: every node starts on this binary (the previous release, make build-prev) and is upgraded to -bin one node at a time during the run (clean stop, restart on -bin, wait until it owns tasks again), the other faults going on")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -181,6 +185,10 @@ type chaos struct {
 	prod                                      *producer
 	bg                                        sync.WaitGroup // FLUSHes on other nodes under way
 	names                                     []string       // of the audited streams
+	// bin is the binary under test; prevBin, with -upgrade-from, the
+	// previous release's, which the nodes start on (upgrade.go).
+	bin, prevBin string
+	upgrades     []upgrade
 }
 
 // lateSeen is what one server run reported late for a stream: SHOW
@@ -209,7 +217,19 @@ func run(o options) (int, error) {
 		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
 	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s -nodes %d -wipe %g)\n",
 		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee, o.nodes, o.wipe)
+	if o.upgradeFrom != "" {
+		fmt.Printf("%s: replay the rolling upgrade with -upgrade-from %s\n", o.name, o.upgradeFrom)
+	}
 	fmt.Printf("%s: work dir %s\n", o.name, work)
+	if o.upgradeFrom != "" {
+		if c.prevBin, err = filepath.Abs(o.upgradeFrom); err != nil {
+			return 0, err
+		}
+		if _, err := os.Stat(c.prevBin); err != nil {
+			return 0, fmt.Errorf("-upgrade-from: %w (build it: make build-prev)", err)
+		}
+		fmt.Printf("%s: rolling upgrade from %s to %s\n", o.name, describeBin(c.prevBin), describeBin(bin))
+	}
 	code, err := c.main(ctx, bin)
 	if c.stopBrk != nil {
 		c.stopBrk()
@@ -235,7 +255,8 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	// uses is deleted under it). Registered before the disk's unmount, so
 	// it runs after it and finds the server stopped already.
 	defer c.stopServers()
-	c.cfg = serverConfig{bin: bin, brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB,
+	c.bin = bin
+	c.cfg = serverConfig{bin: cmp.Or(c.prevBin, bin), brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB,
 		sessionTimeout: o.sessionTimeout, standbys: o.standbys}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this
@@ -283,6 +304,9 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		addrs = append(addrs, m.cur.pgAddr)
 	}
 	c.logf("broker %s (own process), %d server(s) %s, %d streams", c.brokers, len(c.nodes), strings.Join(addrs, " "), len(streams))
+	if c.prevBin != "" {
+		c.logf("every node runs the previous release (%s) until its upgrade", filepath.Base(c.prevBin))
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -332,6 +356,10 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		stopPolling()
 		return 0, err
 	}
+	if err := c.upgradeRest(ctx); err != nil {
+		stopPolling()
+		return 0, err
+	}
 	if err := c.flushAll(ctx); err != nil {
 		stopPolling()
 		return 0, err
@@ -365,9 +393,12 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		vs = append(vs, v)
 	}
 	c.logf("read and audited %d streams", len(vs))
-	faults := c.killed + c.termed + c.brokerRestarts + c.diskFulls
+	faults := c.killed + c.termed + c.brokerRestarts + c.diskFulls + len(c.upgrades)
 	fmt.Printf("\nfaults: %d SIGKILL, %d SIGTERM, %d broker restarts, %d disk full, %d crashes between a transaction's commit and its state write",
 		c.killed, c.termed, c.brokerRestarts, c.diskFulls, c.windowCrashes)
+	if c.prevBin != "" {
+		fmt.Printf(", %d upgrades (a clean stop, a restart on the new binary)", len(c.upgrades))
+	}
 	if o.finalRestart {
 		fmt.Print(" (plus the final clean restart)")
 	}
@@ -383,6 +414,9 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	}
 	if o.nodes > 1 {
 		c.printCluster(os.Stdout)
+	}
+	if c.prevBin != "" {
+		c.printUpgrades(os.Stdout)
 	}
 	fmt.Println()
 	printTable(os.Stdout, vs, faults)
@@ -433,12 +467,19 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) (finished bool, 
 	type event struct {
 		at           time.Duration
 		broker, disk bool
+		upgrade      *member // a node to upgrade (upgrade.go)
 	}
 	total := time.Duration(c.o.seconds * float64(time.Second))
 	var evs []event
 	for i := 0; i < c.o.faults+c.o.brokerFaults+c.o.diskFulls; i++ {
 		at := time.Duration((0.05 + 0.9*c.rng.Float64()) * float64(total))
 		evs = append(evs, event{at: at, broker: i >= c.o.faults && i < c.o.faults+c.o.brokerFaults, disk: i >= c.o.faults+c.o.brokerFaults})
+	}
+	if c.prevBin != "" {
+		order := c.rng.Perm(len(c.nodes))
+		for i, at := range upgradeTimes(c.rng, total, len(c.nodes)) {
+			evs = append(evs, event{at: at, upgrade: c.nodes[order[i]]})
+		}
 	}
 	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	evs = append(evs, event{at: total}) // the end of production
@@ -461,6 +502,12 @@ func (c *chaos) faults(ctx context.Context, prodErr chan error) (finished bool, 
 		}
 		if i == len(evs)-1 {
 			return finished, nil
+		}
+		if ev.upgrade != nil {
+			if err := c.upgrade(ctx, ev.upgrade, finished); err != nil {
+				return false, err
+			}
+			continue
 		}
 		if ev.broker {
 			if err := c.restartBroker(); err != nil {
@@ -506,22 +553,7 @@ func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluste
 		c.flushElsewhere(ctx, m)
 	}
 	t0 := time.Now()
-	err := s.stop(sig, 60*time.Second)
-	if sig == syscall.SIGTERM {
-		c.cleanStops = append(c.cleanStops, time.Since(t0))
-	}
-	if err != nil {
-		c.mu.Lock()
-		if s.injectedCrash() {
-			// The clean stop's last commit met the injected crash
-			// between a transaction's commit and the state's write: a
-			// planned fault too.
-			c.windowCrashes++
-		} else {
-			c.unplanned = append(c.unplanned, fmt.Sprintf("%s run %d: %v", m.name(), run, err))
-		}
-		c.mu.Unlock()
-	}
+	c.stop(m, s, run, sig)
 	how := ""
 	if cluster && sig == syscall.SIGKILL && c.rng.IntN(2) == 0 {
 		fo, err := c.awaitFailover(ctx, m, t0)
@@ -545,9 +577,30 @@ func (c *chaos) fault(ctx context.Context, m *member, sig syscall.Signal, cluste
 	if err := c.restart(ctx, m); err != nil {
 		return err
 	}
-	c.logf("%s %s run %d at input event time %s, down %s%s, run %d up", sigName(sig), m.name(), run, c.eventTime(),
-		time.Since(t0).Round(time.Millisecond), how, m.run)
+	c.logf("%s %s run %d at input event time %s, down %s%s, run %d up%s", sigName(sig), m.name(), run, c.eventTime(),
+		time.Since(t0).Round(time.Millisecond), how, m.run, c.release(m))
 	return nil
+}
+
+// stop stops run run of node m (its server s) with sig. A clean stop that
+// fails is an unplanned exit, unless the server crashed itself between a
+// transaction's commit and the state's write (injected: a planned fault).
+func (c *chaos) stop(m *member, s *server, run int, sig syscall.Signal) {
+	t0 := time.Now()
+	err := s.stop(sig, 60*time.Second)
+	if sig == syscall.SIGTERM {
+		c.cleanStops = append(c.cleanStops, time.Since(t0))
+	}
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.injectedCrash() {
+		c.windowCrashes++
+	} else {
+		c.unplanned = append(c.unplanned, fmt.Sprintf("%s run %d: %v", m.name(), run, err))
+	}
 }
 
 // eventTime is the event time the producer has reached, to tie a fault
@@ -675,11 +728,20 @@ func (c *chaos) flush(ctx context.Context, m *member) error {
 		s := m.cur
 		c.mu.Unlock()
 		err := c.flushOnce(ctx, s)
-		if err == nil || !s.waitInjectedCrash() {
+		if err == nil {
+			return nil
+		}
+		crashed := c.crashedOthers(m)
+		if !s.waitInjectedCrash() && len(crashed) == 0 {
 			return err
 		}
-		// The server crashed itself during the FLUSH: a planned fault.
-		// The next runs inject no more, so the audit can finish.
+		// The server crashed itself during the FLUSH, or another node did
+		// and the FLUSH waited for its partitions (they move once its
+		// session times out, and FLUSH waits a minute at most): a planned
+		// fault. The next runs inject no more, so the audit can finish.
+		if len(crashed) > 0 {
+			c.logf("FLUSH on %s failed while %s had crashed itself (injected): restarting, FLUSH again (%v)", m.name(), strings.Join(crashed, ", "), err)
+		}
 		c.mu.Lock()
 		for _, n := range c.nodes {
 			n.cfg.crashAfterTxn = 0
@@ -689,6 +751,20 @@ func (c *chaos) flush(ctx context.Context, m *member) error {
 			return err
 		}
 	}
+}
+
+// crashedOthers names the nodes other than m whose current run exited by
+// a crash it injected itself.
+func (c *chaos) crashedOthers(m *member) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.nodes {
+		if n != m && n.cur != nil && !n.cur.alive() && n.cur.injectedCrash() {
+			out = append(out, n.name())
+		}
+	}
+	return out
 }
 
 func (c *chaos) flushOnce(ctx context.Context, s *server) error {

@@ -28,8 +28,14 @@ const (
 // recordVersion is the version of the heartbeat's JSON. A reader skips
 // fields it does not know and fills missing ones with zero values, so a
 // rolling upgrade can add fields under the same version; a change of
-// meaning bumps it.
+// meaning bumps it, and a reader lists a member whose heartbeat is of a
+// newer version by its node id only, in state "newer release (heartbeat
+// vN)", rather than read fields whose meaning it does not know.
 const recordVersion = 1
+
+// stateNewer is the state of a member whose heartbeat is of a newer
+// version than this reader knows: what it says of itself is not read.
+func stateNewer(v int) string { return fmt.Sprintf("newer release (heartbeat v%d)", v) }
 
 // Member is one process of the app as its last heartbeat describes it.
 type Member struct {
@@ -179,8 +185,20 @@ func (m *Membership) note(key string, value []byte, at time.Time) {
 		return
 	}
 	var mem Member
-	if err := json.Unmarshal(value, &mem); err != nil || mem.Node != node {
+	var v struct {
+		V int `json:"v"`
+	}
+	switch err := json.Unmarshal(value, &v); {
+	case err != nil:
 		return
+	case v.V > recordVersion:
+		// Written by a newer release: its fields may mean something else
+		// (or not parse), so only its liveness is taken.
+		mem = Member{Version: v.V, Node: node, State: stateNewer(v.V)}
+	default:
+		if err := json.Unmarshal(value, &mem); err != nil || mem.Node != node {
+			return
+		}
 	}
 	if mem.State == StateLeaving {
 		delete(m.members, node)

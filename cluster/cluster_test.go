@@ -140,3 +140,40 @@ func waitNodes(t *testing.T, m *Membership, want ...string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestMembershipNewerHeartbeat: during a rolling upgrade an older process
+// reads the heartbeats of newer ones. A heartbeat of a version it does not
+// know lists its node by id, as a newer release, instead of reading fields
+// whose meaning may have changed (here a field of another type, which
+// would not even parse, and a state it does not know); a leave record is
+// of the newer version too, so the member stays until its session times out.
+func TestMembershipNewerHeartbeat(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	log := newMemLog(c.Now)
+	a, err := New(log, func() Member { return Member{Node: "a", PGAddr: "a:5433", State: StateUp} }, Options{Timeout: 3 * time.Second, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.log.Follow(ctx, a.note)
+	if err := a.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newer := `{"v":2,"node":"b","pg_addr":["b:5433","b:5434"],"tasks_owned":{"owned":4},"state":"draining"}`
+	if err := log.Put(ctx, keyPrefix+"b", []byte(newer)); err != nil {
+		t.Fatal(err)
+	}
+	waitNodes(t, a, "a/up", "b/newer release (heartbeat v2)")
+	if got := a.Members()[1]; got.PGAddr != "" || got.TasksOwned != 0 || got.Version != 2 {
+		t.Errorf("b's newer heartbeat was read: %+v", got)
+	}
+	// The same version as the reader is read as before.
+	if err := log.Put(ctx, keyPrefix+"b", []byte(`{"v":1,"node":"b","pg_addr":"b:5433","tasks_owned":4,"state":"up"}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitNodes(t, a, "a/up", "b/up")
+	if got := a.Members()[1]; got.PGAddr != "b:5433" || got.TasksOwned != 4 {
+		t.Errorf("b's heartbeat: %+v", got)
+	}
+}

@@ -47,7 +47,12 @@ func (t *task) planReplay(m state.PartitionMeta, c kafkaio.Committed, log Logger
 	switch {
 	case c.Offset > read:
 		wm, err := decodeProgress(c.Metadata)
-		if err != nil {
+		switch {
+		case errors.Is(err, errProgressVersion):
+			// A newer release committed last (a rolling upgrade
+			// going back): what it says closed is not read.
+			log.Error("the consumer group's offset was committed by a newer release; replaying without retiring windows", "partition", t.p, "err", err)
+		case err != nil:
 			// Offsets committed by something else (a tool resetting the
 			// group): nothing says what closed, so nothing is retired.
 			log.Warn("the consumer group's offset carries no progress; replaying without retiring windows", "partition", t.p, "err", err)
@@ -129,8 +134,13 @@ func (t *task) commitTxn(ctx context.Context, wm Watermark) error {
 }
 
 // progressVersion prefixes the progress a transaction commits with its
-// offset.
+// offset. A later release that changes its meaning writes "turbine2" (and
+// so on): this one refuses that as errProgressVersion rather than read
+// fields it does not know.
 const progressVersion = "turbine1"
+
+// errProgressVersion is a commit's progress written by a newer release.
+var errProgressVersion = errors.New("offset metadata written by a newer release")
 
 // encodeProgress is the watermark the operators were given at a commit,
 // and the process that committed it, as the metadata of the commit's
@@ -153,6 +163,11 @@ func decodeProgress(s string) (Watermark, error) {
 // parseProgress reads a commit's metadata: the watermark and the holder.
 func parseProgress(s string) (Watermark, uint64, error) {
 	f := strings.Fields(s)
+	if len(f) > 0 && f[0] != progressVersion {
+		if n, err := strconv.Atoi(strings.TrimPrefix(f[0], "turbine")); err == nil && n > 1 {
+			return Watermark{}, 0, fmt.Errorf("%w (%s; this release reads %s)", errProgressVersion, f[0], progressVersion)
+		}
+	}
 	if len(f) == 0 || f[0] != progressVersion {
 		return Watermark{}, 0, fmt.Errorf("offset metadata %q is not a turbine progress", s)
 	}

@@ -1,6 +1,8 @@
 package dataflow
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +18,14 @@ func TestProgressRoundTrip(t *testing.T) {
 	if err != nil || got != wm || holder != 7 {
 		t.Fatalf("parse(encode(%+v, 7)) = %+v, %d, %v", wm, got, holder, err)
 	}
-	if _, err := decodeProgress("something a tool wrote"); err == nil {
-		t.Fatal("metadata that is not a progress must be refused")
+	if _, err := decodeProgress("something a tool wrote"); err == nil || errors.Is(err, errProgressVersion) {
+		t.Fatalf("metadata that is not a progress: %v, want refused as not a progress", err)
+	}
+	// A newer release's progress is refused as such, even when its
+	// fields look like this one's.
+	newer := strings.Replace(encodeProgress(wm, 7), progressVersion, "turbine2", 1)
+	if _, _, err := parseProgress(newer); !errors.Is(err, errProgressVersion) {
+		t.Fatalf("progress %q: %v, want errProgressVersion", newer, err)
 	}
 }
 

@@ -49,6 +49,9 @@ type catalogFollow struct {
 func (s *Server) seedLedger(entries []catalogEntry) {
 	l := catalog.NewLedger()
 	for _, e := range entries {
+		if e.newer != nil {
+			continue // not judged (replayCatalog marked its object failed)
+		}
 		r := e.rec
 		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
 	}
@@ -119,8 +122,14 @@ func (s *Server) followCatalogOnce(ctx context.Context, from map[int32]int64) er
 
 // applyCatalog judges one record and makes this node match the verdict.
 func (s *Server) applyCatalog(ctx context.Context, ledger *catalog.Ledger, r *kafkaio.Record) {
-	rec, ok := decodeCatalog(r)
+	rec, ok, newer := decodeCatalog(r)
 	if !ok {
+		return
+	}
+	if newer != nil {
+		// Not judged, so this node's ledger and objects stay as they were
+		// for this key: it runs the object as before until it is upgraded.
+		s.log.Error("catalog record not applied", "topic", s.clog.topic, "offset", r.Offset, "key", string(r.Key), "err", newer)
 		return
 	}
 	switch rec.Kind {

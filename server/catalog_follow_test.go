@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -291,6 +292,53 @@ func TestCatalogFollowsVersion1Records(t *testing.T) {
 	waitWithin(t, "a to apply a version-1 CREATE SOURCE", time.Second, func() bool { return hasSource(a, "old") })
 	put("source/old", "")
 	waitWithin(t, "a to apply a version-1 tombstone", time.Second, func() bool { return !hasSource(a, "old") })
+}
+
+// TestCatalogRefusesNewerVersionRecords: a record of a catalog version
+// newer than this release reads (what a node of a later release writes
+// when a change of meaning bumps turbine.catalog.v) is not applied, live
+// or at start: the object it names stays as this node had it while
+// following, and after a restart it is marked failed with an error naming
+// the version. A record of the same version, next to it, is applied.
+func TestCatalogRefusesNewerVersionRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr, start := appNodes(t, 1, "vnext")
+	dir := t.TempDir()
+	a := start(dir)
+	defer func() { a.Close() }()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	put := func(key, val, version string) {
+		r := &kgo.Record{Topic: "turbine-vnext-catalog", Key: []byte(key), Value: []byte(val), Headers: []kgo.RecordHeader{
+			{Key: hdrCatalogV, Value: []byte(version)}, {Key: hdrNode, Value: []byte("nodeNext")},
+			{Key: hdrStmt, Value: []byte(newStmtID())}, {Key: hdrOp, Value: []byte("create")},
+		}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("source/later", `CREATE SOURCE later (k TEXT) WITH (topic = 'ev')`, "3")
+	put("source/now", `CREATE SOURCE now (k TEXT) WITH (topic = 'ev')`, strconv.Itoa(catalogVersion))
+	waitWithin(t, "a to apply the version-2 record", 5*time.Second, func() bool { return hasSource(a, "now") })
+	if hasSource(a, "later") {
+		t.Fatal("a applied a record of catalog version 3")
+	}
+	a.Close()
+	a = start(dir)
+	if !hasSource(a, "now") || hasSource(a, "later") {
+		t.Fatalf("after a restart: catalog\n%s", catalogOf(a))
+	}
+	var failed []string
+	for _, f := range a.failedObjects() {
+		failed = append(failed, f.kind+"/"+f.name+": "+f.err)
+	}
+	if len(failed) != 1 || !strings.HasPrefix(failed[0], "source/later: ") || !strings.Contains(failed[0], `newer release (turbine.catalog.v "3"`) {
+		t.Fatalf("failed objects after a restart: %q, want source/later refused as of a newer release", failed)
+	}
 }
 
 // TestCreateDoesNotWipeARunningStream: a CREATE STREAM deletes what an

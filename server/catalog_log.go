@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -36,7 +39,14 @@ import (
 // warning; the purger writes none until every member of the app
 // advertises that it knows them (cluster.Member.HopSeals).
 //
-// A version-1 record (no headers) stands whatever came before it.
+// A version-1 record (no headers) stands whatever came before it. A
+// record of a version newer than catalogVersion (a change of meaning: a
+// new op or header that an older node may ignore keeps the version) is not
+// applied: a node of this release cannot judge it, so it logs an error
+// naming the version, and at start marks the object failed (SHOW STREAMS,
+// /readyz) until the node is upgraded. Releases before this check (up to
+// 640cbcc) ignore the version header: they apply what the other headers
+// say, and skip keys whose kind they do not know.
 type catalogLog struct {
 	k     *kafkaio.Client
 	topic string
@@ -55,7 +65,8 @@ type writtenRecord struct {
 	offset    int64
 }
 
-const catalogVersion = "2"
+// catalogVersion is the format version written in turbine.catalog.v.
+const catalogVersion = 2
 
 // Header keys of catalog records.
 const (
@@ -73,7 +84,14 @@ type catalogEntry struct {
 	kind, name, sql string
 	offset          int64
 	rec             catalog.Record
+	// newer: the record is of a newer version than this node reads
+	// (errCatalogNewer), so it is not applied.
+	newer error
 }
+
+// errCatalogNewer is a catalog record of a version newer than this
+// release reads.
+var errCatalogNewer = errors.New("catalog record written by a newer release")
 
 // ensure creates the catalog topic (compacted) if it does not exist.
 func (l *catalogLog) ensure(ctx context.Context) error { return l.k.EnsureCompacted(ctx, l.topic, 1) }
@@ -110,7 +128,7 @@ func (l *catalogLog) Write(c catalog.Change) error {
 
 // write produces c and returns its offset.
 func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes string) (int64, error) {
-	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(catalogVersion)}, {Key: hdrNode, Value: []byte(l.node)},
+	hs := []kafkaio.Header{{Key: hdrCatalogV, Value: []byte(strconv.Itoa(catalogVersion))}, {Key: hdrNode, Value: []byte(l.node)},
 		{Key: hdrStmt, Value: []byte(stmt)}, {Key: hdrOp, Value: []byte(c.Op)}}
 	if c.Reads != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrReads, Value: []byte(c.Reads)})
@@ -158,16 +176,21 @@ func newStmtID() string {
 }
 
 // decodeCatalog reads a record of the catalog topic. ok is false for a key
-// that names no object.
-func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool) {
+// that names no object. newer (errCatalogNewer) says the record's version
+// is newer than this release reads: rec then holds its key and writer
+// only.
+func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error) {
 	kind, name, found := strings.Cut(string(r.Key), "/")
 	if !found {
-		return rec, false
+		return rec, false, nil
 	}
 	rec = catalog.Record{Change: catalog.Change{Kind: catalog.Kind(kind), Name: name, SQL: string(r.Value)}, Offset: r.Offset}
+	version := ""
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
+		case hdrCatalogV:
+			version = v
 		case hdrNode:
 			rec.Node = v
 		case hdrStmt:
@@ -184,7 +207,14 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool) {
 			rec.Hop = v
 		}
 	}
-	return rec, true
+	// Versions are integers; one this release cannot parse is no more
+	// readable than a higher one. (None: version 1.)
+	if v, err := strconv.Atoi(version); version != "" && (err != nil || v > catalogVersion) {
+		key := catalog.Record{Change: catalog.Change{Kind: rec.Kind, Name: rec.Name}, Node: rec.Node, Offset: rec.Offset}
+		return key, true, fmt.Errorf("%w (turbine.catalog.v %q, by node %q; this node reads up to %d): upgrade this node",
+			errCatalogNewer, version, rec.Node, catalogVersion)
+	}
+	return rec, true, nil
 }
 
 // load returns the live entries: users and sources first (a source's
@@ -203,8 +233,8 @@ func (l *catalogLog) load(ctx context.Context) (entries []catalogEntry, ends map
 			return nil
 		}
 		kind, name, _ := strings.Cut(key, "/")
-		rec, _ := decodeCatalog(r)
-		live[key] = catalogEntry{kind: kind, name: name, sql: string(r.Value), offset: r.Offset, rec: rec}
+		rec, _, newer := decodeCatalog(r)
+		live[key] = catalogEntry{kind: kind, name: name, sql: string(r.Value), offset: r.Offset, rec: rec, newer: newer}
 		return nil
 	})
 	if err != nil {

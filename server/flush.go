@@ -422,6 +422,11 @@ func (s *Server) followFlushesOnce(ctx context.Context, following func()) error 
 		for _, r := range recs {
 			step, ack, err := barrier.Decode(r.Value)
 			switch {
+			case errors.Is(err, barrier.ErrVersion):
+				// A newer process's FLUSH (a rolling upgrade under way):
+				// this one cannot read the step, so that FLUSH waits for
+				// its partitions until they move or it times out.
+				s.log.Warn("skipping a flush topic record of a newer release: upgrade this process", "offset", r.Offset, "err", err)
 			case err != nil:
 				s.log.Debug("skipping a flush topic record", "offset", r.Offset, "err", err)
 			case step != nil && step.Origin == s.nodeID && step.Attempt == 0:

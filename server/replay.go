@@ -35,6 +35,12 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) ([]catalog
 			continue // a hop generation's seal: in the ledger, no object
 		}
 		s.log.Info("restoring", "object", e.kind+"/"+e.name, "step", i+1, "of", len(entries))
+		if e.newer != nil {
+			s.log.Error("catalog record skipped: its object is marked failed until this node is upgraded",
+				"topic", clog.topic, "offset", e.offset, "key", e.kind+"/"+e.name, "err", e.newer)
+			s.markFailed(failedObject{kind: e.kind, name: e.name, err: e.newer.Error(), offset: e.offset})
+			continue
+		}
 		switch catalog.Kind(e.kind) {
 		case catalog.KindSource, catalog.KindStream, catalog.KindUser:
 		default:

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -92,6 +93,17 @@ func TestChangesRebuildTheState(t *testing.T) {
 	other := GroupKey(Scope("s", 3), 0, 1, []byte("k"))
 	if err := r.Apply(other, EncodeChange([]byte("v"))); err == nil {
 		t.Fatal("a key of partition 3 was applied to partition 2")
+	}
+	// A record of a newer layout (a later release bumps the first byte
+	// when the store's values change meaning) is refused, named as such,
+	// not applied as if it were of this one.
+	mine := GroupKey(Scope("s", 2), 0, 1, []byte("k"))
+	newer := append([]byte{ChangeVersion + 1}, []byte("v")...)
+	if err := r.Apply(mine, newer); !errors.Is(err, ErrChangeVersion) {
+		t.Fatalf("a changelog record of version %d: %v, want ErrChangeVersion", ChangeVersion+1, err)
+	}
+	if _, err := DecodeChange([]byte{}); !errors.Is(err, ErrChangeVersion) {
+		t.Fatalf("an empty changelog value: %v, want ErrChangeVersion", err)
 	}
 	// Dropping the scope empties it and forgets the position.
 	must(t, dst.DropScope("s", 2))
