@@ -17,6 +17,12 @@ if [ -z "$commit" ]; then
   echo "build-prev: ci/prev/release names no commit" >&2
   exit 1
 fi
+if ! git cat-file -e "${commit}^{commit}" 2>/dev/null && [ -f "$(git rev-parse --git-dir)/shallow" ]; then
+  # A shallow clone (CI may make one): fetch the history from where it
+  # came from, once.
+  echo "build-prev: shallow clone; fetching the history to reach $commit"
+  git fetch --quiet --unshallow 2>/dev/null || git fetch --quiet origin "$commit" 2>/dev/null || true
+fi
 if ! git cat-file -e "${commit}^{commit}" 2>/dev/null; then
   echo "build-prev: the previous release's commit $commit (ci/prev/release) is not in this clone." >&2
   echo "build-prev: a shallow clone? Fetch the history first: git fetch --unshallow" >&2
