@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -575,7 +576,7 @@ func TestRescaleKilled(t *testing.T) {
 	}{{"data dir", 700 * time.Millisecond}, {"key groups copied", 0}, {"tombstones where the groups left", 0}} {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRescaleChild$", "-test.v")
 		cmd.Env = append(os.Environ(), args...)
-		var out strings.Builder
+		var out lockedBuilder // written by the command's copier while read here
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -628,4 +629,22 @@ func TestRescaleChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockedBuilder is a strings.Builder safe to write and read at once.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
