@@ -299,6 +299,6 @@ aud=$(date +%s)
 # scale-out): faults of one node at a time, failover through the stages'
 # consumer groups, restores from the changelog topics, FLUSH on every node
 # at the end, every pane once and exact, read read_committed.
-audit -nodes 3 -events 60000 -rate 1500 -kills 4
+audit -nodes 3 -events 400000 -rate 3000 -kills 4
 clu=$(date +%s)
 echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s, three-node audit $((clu - aud))s"
