@@ -281,16 +281,32 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	for _, s := range streams {
 		c.names = append(c.names, s.name)
 	}
-	if err := c.declare(ctx, streams); err != nil {
-		return 0, err
-	}
-	// The other nodes start once the streams are declared: a node reads
-	// the catalog topic when it starts (DDL on a running node is not seen
-	// by the others until they restart).
-	for _, m := range c.nodes[1:] {
-		if err := c.restart(ctx, m); err != nil {
+	if len(c.nodes) == 1 {
+		if err := c.declare(ctx, c.nodes[0], true, streams); err != nil {
 			return 0, err
 		}
+	} else {
+		// Every node up first, the source declared on the first node and
+		// the streams on the second: each node follows the catalog live,
+		// and the first must run what the second declared.
+		if err := c.declare(ctx, c.nodes[0], true, nil); err != nil {
+			return 0, err
+		}
+		for _, m := range c.nodes[1:] {
+			if err := c.restart(ctx, m); err != nil {
+				return 0, err
+			}
+		}
+		began := time.Now()
+		if err := c.declare(ctx, c.nodes[1], false, streams); err != nil {
+			return 0, err
+		}
+		declared := time.Now()
+		if err := c.awaitStreams(ctx, c.nodes[0], streams); err != nil {
+			return 0, err
+		}
+		c.logf("DDL on %s: %d CREATE STREAMs took %s there; all run on %s %s after the last one returned",
+			c.nodes[1].name(), len(streams), declared.Sub(began).Round(time.Millisecond), c.nodes[0].name(), time.Since(declared).Round(time.Millisecond))
 	}
 	if o.guarantee == "exactly_once" {
 		// From the first restart on: a crash while the streams are being
@@ -442,13 +458,16 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 }
 
 // declare creates the source and the audited streams.
-func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
-	conn, err := c.nodes[0].cur.connect(ctx)
+func (c *chaos) declare(ctx context.Context, m *member, source bool, streams []streamSpec) error {
+	conn, err := m.cur.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	stmts := []string{fmt.Sprintf(sourceSQL, delayMs, c.prefix, c.o.parts, idleTimeout)}
+	var stmts []string
+	if source {
+		stmts = append(stmts, fmt.Sprintf(sourceSQL, delayMs, c.prefix, c.o.parts, idleTimeout))
+	}
 	for _, s := range streams {
 		stmts = append(stmts, s.sql())
 	}
@@ -458,6 +477,57 @@ func (c *chaos) declare(ctx context.Context, streams []streamSpec) error {
 		}
 	}
 	return nil
+}
+
+// awaitStreams waits until node m's SHOW STREAMS lists every stream
+// running: DDL another node ran reached it through the catalog topic.
+func (c *chaos) awaitStreams(ctx context.Context, m *member, streams []streamSpec) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		running, err := c.runningOn(ctx, m)
+		missing := 0
+		for _, s := range streams {
+			if !running[s.name] {
+				missing++
+			}
+		}
+		if err == nil && missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still does not run %d of the %d streams declared on another node a minute later (last error: %v)", m.name(), missing, len(streams), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// runningOn is the streams node m's SHOW STREAMS lists as running.
+func (c *chaos) runningOn(ctx context.Context, m *member) (map[string]bool, error) {
+	conn, err := m.cur.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SHOW STREAMS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	running := map[string]bool{}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := vals[0].(string)
+		status, _ := vals[4].(string)
+		running[name] = status == "running"
+	}
+	return running, rows.Err()
 }
 
 // faults spreads the server faults and broker restarts at random moments
