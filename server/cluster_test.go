@@ -23,6 +23,18 @@ func owned(srv *Server, stream string) int {
 	return r.final.Partitions()
 }
 
+// ownedHop is how many partitions of the repartition hop in front of
+// stream srv runs.
+func ownedHop(srv *Server, stream string) int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	r, ok := srv.streams[stream]
+	if !ok || r.hop == nil || r.hop.stage == nil {
+		return 0
+	}
+	return r.hop.stage.Partitions()
+}
+
 // waitOwned waits until cond holds of the partitions each server owns.
 func waitOwned(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -85,6 +97,14 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 			return na > 0 && nb > 0 && na+nb == 4
 		})
 	}
+
+	// The hop in front of wr has its own group, which may still be
+	// settling (a cooperative rebalance takes two rounds) when the output
+	// stages' groups have.
+	waitOwned(t, "both nodes to own partitions of wr's hop", func() bool {
+		na, nb := ownedHop(a, "wr"), ownedHop(b, "wr")
+		return na > 0 && nb > 0 && na+nb == 4
+	})
 
 	// SHOW TASKS on either node names the node of every task, as the
 	// groups assigned them.
