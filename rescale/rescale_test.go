@@ -483,16 +483,18 @@ func TestRescaleRefusals(t *testing.T) {
 	}
 }
 
-// TestRescaleFigures measures a rescale of 10^6 keys with open windows, 4
-// -> 8 (TURBINE_RESCALE_FIGURES=1; the README's figures): one row per key,
-// 50,000 keys in each of 20 one-minute windows, none closed when the
-// servers stop (the watermark trails by an hour). After the rescale the
-// windows are closed one at a time, and every key has its pane of 1.
+// TestRescaleFigures rescales keys with open windows, 4 -> 8, and prints
+// its figures: one row per key, spread over 20 one-minute windows, none
+// closed when the servers stop (the watermark trails by an hour). After
+// the rescale the windows are closed one at a time, and every key has its
+// pane of 1. It runs on 20,000 keys; TURBINE_RESCALE_FIGURES=1 runs the
+// README's 10^6.
 func TestRescaleFigures(t *testing.T) {
-	if os.Getenv("TURBINE_RESCALE_FIGURES") == "" {
-		t.Skip("set TURBINE_RESCALE_FIGURES=1")
+	keys, windows := 20_000, 20
+	if os.Getenv("TURBINE_RESCALE_FIGURES") != "" {
+		keys = 1_000_000
 	}
-	const keys, windows = 1_000_000, 20
+	batch := min(keys, 100_000)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	a := newApp(t, 1)
@@ -500,10 +502,10 @@ func TestRescaleFigures(t *testing.T) {
 	defer a.stop()
 	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
 	began := time.Now()
-	for i := 0; i < keys; i += 100_000 {
-		evs := make([]event, 0, 100_000)
-		for j := i; j < i+100_000; j++ {
-			evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: 1, ts: int64(j) * windows * minute / keys})
+	for i := 0; i < keys; i += batch {
+		evs := make([]event, 0, batch)
+		for j := i; j < i+batch; j++ {
+			evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: 1, ts: int64(j) * int64(windows) * minute / int64(keys)})
 		}
 		a.produce(ctx, evs, 4)
 	}
@@ -544,9 +546,6 @@ func TestRescaleFigures(t *testing.T) {
 // the last, then lets a fourth run finish: every one of 200,000 keys
 // still has exactly its pane.
 func TestRescaleKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("feeds 200,000 keys")
-	}
 	const keys, windows = 200_000, 4
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -574,23 +573,31 @@ func TestRescaleKilled(t *testing.T) {
 		at    string
 		after time.Duration
 	}{{"data dir", 700 * time.Millisecond}, {"key groups copied", 0}, {"tombstones where the groups left", 0}} {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRescaleChild$", "-test.v")
+		cmd := exec.CommandContext(ctx, os.Args[0])
 		cmd.Env = append(os.Environ(), args...)
 		var out lockedBuilder // written by the command's copier while read here
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
 		for !strings.Contains(out.String(), kill.at) {
-			if ctx.Err() != nil {
+			select {
+			case err := <-exited:
+				if !strings.Contains(out.String(), kill.at) {
+					t.Fatalf("child exited (%v) before it printed %q:\n%s", err, kill.at, out.String())
+				}
+				exited <- err
+			case <-ctx.Done():
 				t.Fatalf("child never printed %q:\n%s", kill.at, out.String())
+			case <-time.After(time.Millisecond):
 			}
-			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(kill.after)
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if strings.Contains(out.String(), "--- PASS") {
+		<-exited
+		if strings.Contains(out.String(), childDone) {
 			// The last step (positions) is short: the kill may come late.
 			t.Logf("run %d finished before it was killed", i+1)
 		}
@@ -612,24 +619,35 @@ func TestRescaleKilled(t *testing.T) {
 	}
 }
 
-// TestRescaleChild is TestRescaleKilled's child: a rescale to 8 of the
-// app its environment names.
-func TestRescaleChild(t *testing.T) {
-	brokers := os.Getenv("RESCALE_CHILD_BROKERS")
-	if brokers == "" {
-		t.Skip("run by TestRescaleKilled")
+// TestMain runs the test binary as TestRescaleKilled's child when its
+// environment names an app: a rescale to 8 of that app, which the parent
+// kills midway. Otherwise it runs the tests.
+func TestMain(m *testing.M) {
+	if brokers := os.Getenv("RESCALE_CHILD_BROKERS"); brokers != "" {
+		os.Exit(rescaleChild(brokers))
 	}
+	os.Exit(m.Run())
+}
+
+func rescaleChild(brokers string) int {
 	k, err := kafkaio.New(&kafkaio.Conn{Brokers: strings.Split(brokers, ",")})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	defer k.Close()
 	_, err = rescale.Run(context.Background(), k, rescale.Options{AppID: os.Getenv("RESCALE_CHILD_APP"), To: 8,
 		DataDirs: strings.Split(os.Getenv("RESCALE_CHILD_DIRS"), ","), Out: os.Stdout})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	fmt.Println(childDone)
+	return 0
 }
+
+// childDone is the child's last line when its rescale finished.
+const childDone = "rescale child: finished"
 
 // lockedBuilder is a strings.Builder safe to write and read at once.
 type lockedBuilder struct {
