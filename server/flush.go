@@ -324,11 +324,9 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 	// exactly-once): one after another, a dozen streams made each step
 	// take seconds. Up to stopParallel run at once, as stops do.
 	var mu sync.Mutex
-	sem := make(chan struct{}, stopParallel)
-	var wg sync.WaitGroup
+	var run []flushStage
 	for _, fs := range stages {
-		targets, ok := st.Targets[fs.stage.Topic()]
-		if !ok {
+		if _, ok := st.Targets[fs.stage.Topic()]; !ok {
 			continue
 		}
 		if r := fs.stage.Restoring(); len(r) > 0 {
@@ -337,25 +335,22 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 			}
 			ack.Restoring[fs.stage.Group()] = r
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			covered, err := fs.stage.FlushPhase(ctx, targets, st.Close)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				for _, name := range fs.streams {
-					if _, ok := local[name]; !ok {
-						local[name] = err
-					}
-				}
-				return
-			}
-			ack.Covered[fs.stage.Group()] = covered
-		}()
+		run = append(run, fs)
 	}
-	wg.Wait()
+	eachConcurrently(run, stopParallel, func(fs flushStage) {
+		covered, err := fs.stage.FlushPhase(ctx, st.Targets[fs.stage.Topic()], st.Close)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			for _, name := range fs.streams {
+				if _, ok := local[name]; !ok {
+					local[name] = err
+				}
+			}
+			return
+		}
+		ack.Covered[fs.stage.Group()] = covered
+	})
 	for name, err := range local {
 		ack.Failed[name] = err.Error()
 		var aborted *dataflow.TxnAborted

@@ -204,15 +204,9 @@ func (s *Server) awaitJoins(ctx context.Context) {
 		}
 	}()
 	start := s.clock()
-	var wg sync.WaitGroup
-	for _, st := range stages {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = st.AwaitAssigned(ctx) // the stage logged and recorded it
-		}()
-	}
-	wg.Wait()
+	eachConcurrently(stages, len(stages), func(st *dataflow.Stage) {
+		_ = st.AwaitAssigned(ctx) // the stage logged and recorded it
+	})
 	if len(stages) > 0 {
 		s.log.Info("stages joined their groups", "stages", len(stages), "took", s.clock().Sub(start).Round(time.Millisecond))
 	}
@@ -477,6 +471,12 @@ type stopper interface{ Stop() }
 // stopConcurrently calls Stop on every one of xs, at most limit at a time,
 // and returns when all have returned.
 func stopConcurrently[T stopper](xs []T, limit int) {
+	eachConcurrently(xs, limit, func(x T) { x.Stop() })
+}
+
+// eachConcurrently calls fn on every one of xs, at most limit at a time,
+// and returns when all calls have returned.
+func eachConcurrently[T any](xs []T, limit int, fn func(T)) {
 	sem := make(chan struct{}, max(limit, 1))
 	var wg sync.WaitGroup
 	for _, x := range xs {
@@ -485,7 +485,7 @@ func stopConcurrently[T stopper](xs []T, limit int) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			x.Stop()
+			fn(x)
 		}()
 	}
 	wg.Wait()
