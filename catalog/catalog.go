@@ -24,6 +24,18 @@ const (
 	// KindHop keys a repartition hop's generation records (OpSeal): they
 	// describe no object and are never replayed as a statement.
 	KindHop Kind = "hop"
+	// KindRun keys a stream's run state, the last ALTER STREAM ... STOP
+	// (value RunStopped) or START (RunStarted). Like a seal, it is never
+	// replayed as a statement. The START is a record, not a tombstone: its
+	// offset tells a node that was down meanwhile that the stream's state
+	// may have been rescaled since its local copy was written.
+	KindRun Kind = "run"
+)
+
+// Values of KindRun records.
+const (
+	RunStopped = "stopped"
+	RunStarted = "started"
 )
 
 // Source is a Kafka topic declared as a relation.
@@ -150,6 +162,10 @@ const (
 	// that names the generation loses, so the generation's readers are
 	// fixed and its consumed records can be purged (server/purge.go).
 	OpSeal Op = "seal"
+	// OpStop and OpStart are a stream's KindRun records: stopped on every
+	// node, and running again.
+	OpStop  Op = "stop"
+	OpStart Op = "start"
 )
 
 // Change is one catalog record: the statement that makes the object (empty

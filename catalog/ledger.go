@@ -66,11 +66,20 @@ type Ledger struct {
 	// sealed holds the repartition topics (hop generations) closed to new
 	// streams, with the offset of the first seal of each.
 	sealed map[string]int64
+	// runs holds each stream's last run record (ALTER STREAM ... STOP or
+	// START); see Run.
+	runs map[string]runRecord
+}
+
+// runRecord is a stream's last ALTER STREAM ... STOP or START.
+type runRecord struct {
+	stopped bool
+	offset  int64
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{live: map[string]Entry{}, droppedBy: map[string]string{}, sealed: map[string]int64{}}
+	return &Ledger{live: map[string]Entry{}, droppedBy: map[string]string{}, sealed: map[string]int64{}, runs: map[string]runRecord{}}
 }
 
 func key(kind Kind, name string) string { return string(kind) + "/" + name }
@@ -79,11 +88,33 @@ func key(kind Kind, name string) string { return string(kind) + "/" + name }
 // of its key, which (repairs included) is its state. A hop record seeds a
 // seal.
 func (l *Ledger) Seed(e Entry) {
-	if e.Kind == KindHop {
+	switch e.Kind {
+	case KindHop:
 		l.seal(e.Name, e.Offset)
+		return
+	case KindRun:
+		l.runs[e.Name] = runRecord{stopped: e.SQL == RunStopped, offset: e.Offset}
 		return
 	}
 	l.live[key(e.Kind, e.Name)] = e
+}
+
+// Run says whether stream name is held stopped, and the offset of its
+// last STOP or START (0: none since the stream was created). A run record
+// counts only when it is later in the log than the stream's own record: a
+// STOP left behind by a dropped stream (a DROP racing the STOP on another
+// node) never stops a new stream of the same name, and every node sees it
+// alike.
+func (l *Ledger) Run(name string) (stopped bool, epoch int64) {
+	r, ok := l.runs[name]
+	if !ok {
+		return false, 0
+	}
+	e, live := l.live[key(KindStream, name)]
+	if !live || r.offset < e.Offset {
+		return false, 0
+	}
+	return r.stopped, r.offset
 }
 
 func (l *Ledger) seal(topic string, offset int64) {
@@ -164,11 +195,22 @@ func (l *Ledger) relation(name string) (Entry, bool) {
 // must append so that the key's last record is its state again (nil when
 // r already says what the state is).
 func (l *Ledger) Apply(r Record) (repair *Change, err error) {
-	if r.Kind == KindHop {
+	switch r.Kind {
+	case KindHop:
 		// A seal always stands: the first of a topic closes it, and a
 		// second (two nodes sealing at once) changes nothing.
 		if r.Op == OpSeal {
 			l.seal(r.Name, r.Offset)
+		}
+		return nil, nil
+	case KindRun:
+		// The last STOP or START stands, as the last ALTER USER does:
+		// both are states, and either order of two leaves a state every
+		// node agrees on.
+		if r.SQL == "" {
+			delete(l.runs, r.Name) // a DROP's tombstone
+		} else {
+			l.runs[r.Name] = runRecord{stopped: r.SQL == RunStopped, offset: r.Offset}
 		}
 		return nil, nil
 	}

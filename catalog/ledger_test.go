@@ -203,3 +203,51 @@ func TestLedgerHopSeal(t *testing.T) {
 		t.Fatal("a hop record became an object")
 	}
 }
+
+// TestLedgerRun: the last STOP or START of a stream stands, seeded or
+// applied; a STOP left by a dropped stream does not stop a new stream of
+// the same name, nor does a STOP of a stream that does not exist.
+func TestLedgerRun(t *testing.T) {
+	run := func(name, value string, off int64) Record {
+		op := OpStop
+		if value == RunStarted {
+			op = OpStart
+		}
+		return Record{Change: Change{Kind: KindRun, Name: name, SQL: value, Op: op}, Node: "a", Offset: off}
+	}
+	l := NewLedger()
+	l.Apply(create(KindSource, "src", "SRC", "", "a", 0))
+	if stopped, epoch := l.Run("s"); stopped || epoch != 0 {
+		t.Fatalf("no stream: stopped %v at %d", stopped, epoch)
+	}
+	l.Apply(run("s", RunStopped, 1)) // before the stream exists
+	l.Apply(create(KindStream, "s", "S", "src", "a", 2))
+	if stopped, epoch := l.Run("s"); stopped || epoch != 0 {
+		t.Fatalf("a stop older than the stream counts: stopped %v at %d", stopped, epoch)
+	}
+	l.Apply(run("s", RunStopped, 3))
+	if stopped, epoch := l.Run("s"); !stopped || epoch != 3 {
+		t.Fatalf("after STOP: stopped %v at %d, want stopped at 3", stopped, epoch)
+	}
+	l.Apply(run("s", RunStarted, 4))
+	if stopped, epoch := l.Run("s"); stopped || epoch != 4 {
+		t.Fatalf("after START: stopped %v at %d, want running under 4", stopped, epoch)
+	}
+	l.Apply(run("s", RunStopped, 5))
+	l.Apply(drop(KindStream, "s", "a", 6))
+	l.Apply(create(KindStream, "s", "S2", "src", "b", 7))
+	if stopped, _ := l.Run("s"); stopped {
+		t.Fatal("the dropped stream's STOP stops the new one")
+	}
+	// The same through Seed (a node's start), and a DROP's tombstone.
+	seeded := NewLedger()
+	seeded.Seed(Entry{Kind: KindStream, Name: "s", SQL: "S", Reads: "src", Offset: 2})
+	seeded.Seed(Entry{Kind: KindRun, Name: "s", SQL: RunStopped, Offset: 3})
+	if stopped, epoch := seeded.Run("s"); !stopped || epoch != 3 {
+		t.Fatalf("seeded: stopped %v at %d", stopped, epoch)
+	}
+	seeded.Apply(Record{Change: Change{Kind: KindRun, Name: "s", Op: OpDrop}, Offset: 8})
+	if stopped, epoch := seeded.Run("s"); stopped || epoch != 0 {
+		t.Fatalf("after the tombstone: stopped %v at %d", stopped, epoch)
+	}
+}

@@ -51,6 +51,10 @@ type Member struct {
 	// purging only while every member says so: a binary of the previous
 	// release would not know which generation a stream reads.
 	HopSeals bool `json:"hop_seals,omitempty"`
+	// StreamStops: this process's binary follows ALTER STREAM ... STOP
+	// (catalog records keyed run/...). A STOP is refused while a member
+	// does not: it would go on running the stream.
+	StreamStops bool `json:"stream_stops,omitempty"`
 	// Seen is when the heartbeat was written (not serialised: the log's
 	// record time).
 	Seen time.Time `json:"-"`

@@ -166,8 +166,8 @@ func Run(ctx context.Context, k Kafka, opts Options) (Summary, error) {
 			return sum, err
 		}
 		if len(a.Members) > 0 {
-			return sum, refuse("stream %s is running: consumer group %s has live members %s; stop every server of app %s first",
-				s.name, groupName(opts.AppID, s.name), strings.Join(a.Members, ", "), opts.AppID)
+			return sum, refuse("stream %s is running: consumer group %s has live members %s; run ALTER STREAM %s STOP (or stop every server of app %s) first",
+				s.name, groupName(opts.AppID, s.name), strings.Join(a.Members, ", "), s.name, opts.AppID)
 		}
 	}
 	// Every check of every stream first: a refusal writes nothing.

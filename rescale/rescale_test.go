@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -60,19 +61,25 @@ func newApp(t *testing.T, nodes int) *app {
 // start starts a server on each data dir.
 func (a *app) start(ctx context.Context) {
 	a.t.Helper()
+	for _, dir := range a.dirs {
+		a.nodes = append(a.nodes, a.startOn(ctx, dir))
+	}
+}
+
+// startOn starts a server on data dir dir.
+func (a *app) startOn(ctx context.Context, dir string) *server.Server {
+	a.t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("TURBINE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	for _, dir := range a.dirs {
-		srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Brokers: a.addr,
-			AppID: a.id, Logger: log, CommitInterval: 50 * time.Millisecond, SessionTimeout: 6 * time.Second,
-			MetadataInterval: 500 * time.Millisecond, AllowNonDivisor: a.allowNonDivisor})
-		if err != nil {
-			a.t.Fatalf("start server: %v", err)
-		}
-		a.nodes = append(a.nodes, srv)
+	srv, err := server.Start(ctx, server.Config{DataDir: dir, PGAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Brokers: a.addr,
+		AppID: a.id, Logger: log, CommitInterval: 50 * time.Millisecond, SessionTimeout: 6 * time.Second,
+		MetadataInterval: 500 * time.Millisecond, AllowNonDivisor: a.allowNonDivisor})
+	if err != nil {
+		a.t.Fatalf("start server: %v", err)
 	}
+	return srv
 }
 
 // stop closes every server.
@@ -307,6 +314,98 @@ func TestRescaleCentral(t *testing.T) {
 	}
 	if len(sum.Streams) != 1 || sum.Streams[0].Groups != 480 || sum.Streams[0].Records == 0 {
 		t.Errorf("summary %+v, want stream w with 480 key groups moved", sum.Streams)
+	}
+}
+
+// TestRescaleStoppedStream is the central test without stopping the app:
+// ALTER STREAM w STOP, grow the topic with ALTER SOURCE, rescale w alone
+// while the servers (and another stream) run, ALTER STREAM w START. One
+// server is down through all of it and starts after the START, on its
+// data dir from before the rescale: it must not run on that copy. Every
+// pane equals a never-rescaled run's; the stream that was not stopped
+// reads every row.
+func TestRescaleStoppedStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const from, to = 4, 8
+	a := newApp(t, 3)
+	a.start(ctx)
+	defer a.stop()
+	a.exec(ctx, fmt.Sprintf(sourceSQL, from), streamSQL, `CREATE STREAM raw AS SELECT k, x FROM ev`)
+	const span = 7 * minute
+	evs := input(7, 300, 6000, span)
+	half := len(evs) / 2
+	a.produce(ctx, evs[:half], from)
+	a.exec(ctx, "FLUSH")
+	a.nodes[2].Close()
+	a.nodes = a.nodes[:2]
+
+	cfg, err := pgx.ParseConfig("postgres://turbine@" + a.nodes[0].PGAddr() + "/turbine?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Severity+": "+n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER STREAM w STOP"); err != nil {
+		t.Fatal(err)
+	}
+	if len(notices) > 0 {
+		t.Fatalf("STOP returned notices %q; want the groups left on every node", notices)
+	}
+	// The rescale may run at once: STOP returned once no node is a member.
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER SOURCE ev SET (partitions = %d)", to)); err != nil {
+		t.Fatal(err)
+	}
+	if len(notices) > 0 {
+		t.Errorf("ALTER SOURCE warned %q; w is stopped and nothing else keeps keyed state", notices)
+	}
+	var b strings.Builder
+	sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, Streams: []string{"w"}, Out: &b})
+	if err != nil {
+		t.Fatalf("rescale: %v\n%s", err, b.String())
+	}
+	if len(sum.Streams) != 1 || sum.Streams[0].Groups != 480 {
+		t.Fatalf("summary %+v, want stream w with 480 key groups moved\n%s", sum.Streams, b.String())
+	}
+	// START on the other node: the first follows it.
+	c1, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[1].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close(ctx)
+	if _, err := c1.Exec(ctx, "ALTER STREAM w START"); err != nil {
+		t.Fatal(err)
+	}
+	a.nodes = append(a.nodes, a.startOn(ctx, a.dirs[2]))
+	a.produce(ctx, evs[half:], to)
+	a.produce(ctx, closers(to, span+10*minute), to)
+	a.exec(ctx, "FLUSH")
+	if got, want := a.panes(ctx, "w", span), expected(evs); !slices.Equal(got, want) {
+		t.Fatalf("%d panes, want %d; first differences:\n%s", len(got), len(want), diff(got, want))
+	}
+	// The servers' copies from before the rescale were not used: a copy
+	// restored past by the changelog's tail keeps its count history "4".
+	hist := a.counts(ctx)
+	for p := range to {
+		want := fmt.Sprint(to)
+		if p < from {
+			want = fmt.Sprintf("%d,%d", from, to)
+		}
+		if hist[p] != want {
+			t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
+		}
+	}
+	var raw int
+	if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM raw").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw != len(evs)+to {
+		t.Errorf("raw has %d rows, want %d: the stream that was not stopped missed rows", raw, len(evs)+to)
 	}
 }
 

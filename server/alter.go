@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -16,12 +17,19 @@ import (
 // alterStream runs ALTER STREAM s RESTART: the stream's stages stop and
 // start again from its state, so a stream that failed (a poison record
 // under on_error = 'fail', a full disk) resumes once the cause is fixed.
-// The restart's own failure is the statement's error.
+// The restart's own failure is the statement's error. STOP and START are
+// in stopstart.go.
 func (s *Server) alterStream(ctx context.Context, st *sql.AlterStream) (*pgwire.Result, error) {
+	if st.Action != sql.AlterRestart {
+		return s.alterStreamRun(ctx, st)
+	}
 	if _, ok := s.cat.Stream(st.Name); !ok {
 		return nil, &catalog.ErrNotFound{Name: st.Name}
 	}
-	if err := s.restartStream(ctx, st.Name); err != nil {
+	if err := s.restartStream(ctx, st.Name); errors.Is(err, errStreamStopped) {
+		return nil, sql.Errorf(sql.CodeNotInPrereqState, "stream %s is stopped", st.Name).
+			WithHint("ALTER STREAM %s START runs it again", st.Name)
+	} else if err != nil {
 		return nil, sql.Errorf(sql.CodeObjectInUse, "stream %s cannot restart: %v", st.Name, err).
 			WithHint("SHOW STREAMS shows its error; fix the cause (ALTER SOURCE ... SET (on_error = 'skip') passes a poison record) and retry")
 	}
@@ -115,7 +123,7 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 	var keyed []string
 	s.mu.Lock()
 	for name, r := range s.streams {
-		if r.plan != nil && r.plan.Input.Source != nil && r.plan.Input.Source.Name == src.Name && movesState(r.plan) {
+		if r.plan != nil && !r.stopped && r.plan.Input.Source != nil && r.plan.Input.Source.Name == src.Name && movesState(r.plan) {
 			keyed = append(keyed, name)
 		}
 	}
@@ -128,7 +136,7 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 		Severity: "WARNING",
 		Message: fmt.Sprintf("topic %q grew from %d to %d partitions while keyed stateful streams read it (%s): keys that move to another partition start with empty state there",
 			src.Topic, have, m, strings.Join(keyed, ", ")),
-		Hint: "to keep their state, stop every server of the app first, grow the topic, run `turbinesql rescale --to N`, then start them again",
+		Hint: "to keep their state, first ALTER STREAM ... STOP each of them (or stop every server of the app), then grow the topic, run `turbinesql rescale --to N`, and ALTER STREAM ... START them (or start the servers)",
 	}}, nil
 }
 
@@ -175,7 +183,7 @@ func (s *Server) applySource(ctx context.Context, src *catalog.Source, persist b
 	}
 	var failed []string
 	for _, name := range readers {
-		if err := s.restartStream(ctx, name); err != nil {
+		if err := s.restartStream(ctx, name); err != nil && !errors.Is(err, errStreamStopped) {
 			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
 		}
 	}

@@ -141,6 +141,14 @@ func (s *Server) applyCatalog(ctx context.Context, ledger *catalog.Ledger, r *ka
 		_, _ = ledger.Apply(rec)
 		s.catMu.Unlock()
 		return
+	case catalog.KindRun:
+		// ALTER STREAM ... STOP or START: the last one stands, and this
+		// node's stream is made to match (a no-op for the writer).
+		s.catMu.Lock()
+		_, _ = ledger.Apply(rec)
+		s.catMu.Unlock()
+		s.reconcileRun(ctx, rec.Name)
+		return
 	default:
 		return
 	}
@@ -370,9 +378,11 @@ func (s *Server) awaitFollower(ctx context.Context, at int64, timeout func() err
 
 // writesCatalog says whether a statement changes the catalog.
 func writesCatalog(stmt sql.Statement) bool {
-	switch stmt.(type) {
+	switch st := stmt.(type) {
 	case *sql.CreateSource, *sql.CreateStream, *sql.Drop, *sql.AlterSource, *sql.CreateUser, *sql.AlterUser, *sql.DropUser:
 		return true
+	case *sql.AlterStream:
+		return st.Action != sql.AlterRestart
 	}
 	return false
 }

@@ -33,6 +33,11 @@ import (
 //	turbine.undoes     on a drop: the statement id of the record it takes back
 //	turbine.hop        a repartition stream's hop generation (its topic)
 //
+// A record keyed "run/{stream}" with op "stop" or "start" (value
+// "stopped" or "started") is a stream's last ALTER STREAM ... STOP or
+// START (stopstart.go); a node of an earlier release ignores it like a
+// seal, so STOP is refused while one is a member.
+//
 // A record keyed "hop/{repartition topic}" with op "seal" closes that hop
 // generation to new streams (purge.go). A node of the previous release
 // ignores it while following the log and, at its start, skips it with a
@@ -99,6 +104,12 @@ func (l *catalogLog) ensure(ctx context.Context) error { return l.k.EnsureCompac
 // Write appends a statement's record and remembers where it landed, so the
 // statement can wait for every node's verdict on it (catalog.Log).
 func (l *catalogLog) Write(c catalog.Change) error {
+	_, err := l.writeTracked(c)
+	return err
+}
+
+// writeTracked is Write, returning the record's offset.
+func (l *catalogLog) writeTracked(c catalog.Change) (int64, error) {
 	if l.beforeWrite != nil {
 		l.beforeWrite(c)
 	}
@@ -118,12 +129,12 @@ func (l *catalogLog) Write(c catalog.Change) error {
 	stmt := newStmtID()
 	off, err := l.write(context.Background(), c, stmt, undoes)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	l.mu.Lock()
 	l.written = append(l.written, writtenRecord{key: key, stmt: stmt, offset: off})
 	l.mu.Unlock()
-	return nil
+	return off, nil
 }
 
 // write produces c and returns its offset.

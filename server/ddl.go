@@ -292,6 +292,17 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if err := s.cat.AddStream(def, persist); err != nil {
 		return nil, err
 	}
+	if !persist {
+		stopped, epoch := s.runOf(def.Name)
+		if stopped {
+			s.streams[def.Name] = &stream{def: def, plan: p, spec: spec, stopped: true, stats: &dataflow.Stats{}}
+			s.log.Info("stream held stopped (ALTER STREAM ... STOP)", "stream", def.Name)
+			return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+		}
+		if err := s.adoptRunEpoch(def.Name, epoch); err != nil {
+			return nil, err
+		}
+	}
 	r, err := s.startStream(ctx, def, p, spec)
 	if err != nil {
 		if persist {
@@ -499,6 +510,13 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 	}
 	if err := s.cat.Drop(kind, st.Name); err != nil {
 		return nil, err
+	}
+	if _, epoch := s.runOf(st.Name); kind == catalog.KindStream && epoch > 0 {
+		// Its STOP or START goes too, so that compaction removes it (a
+		// new stream of the name would ignore it anyway: catalog.Ledger.Run).
+		if err := s.clog.Write(catalog.Change{Kind: catalog.KindRun, Name: st.Name, Op: catalog.OpDrop}); err != nil {
+			s.log.Warn("cannot remove the dropped stream's STOP/START record from the catalog; it stays, ignored", "stream", st.Name, "err", err)
+		}
 	}
 	if kind == catalog.KindSource {
 		s.statsMu.Lock()

@@ -90,7 +90,7 @@ func (s *Server) recoverStream(name string, err error) {
 		s.mu.Unlock()
 		return
 	}
-	if err := s.restartStream(ctx, name); err != nil {
+	if err := s.restartStream(ctx, name); err != nil && !errors.Is(err, errStreamStopped) {
 		s.log.Error("exactly-once stream could not restart", "stream", name, "err", err)
 	}
 }

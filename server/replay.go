@@ -31,8 +31,8 @@ func (s *Server) replayCatalog(ctx context.Context, clog *catalogLog) ([]catalog
 		s.log.Info("restoring the catalog", "records", len(entries), "topic", clog.topic)
 	}
 	for i, e := range entries {
-		if catalog.Kind(e.kind) == catalog.KindHop {
-			continue // a hop generation's seal: in the ledger, no object
+		if k := catalog.Kind(e.kind); k == catalog.KindHop || k == catalog.KindRun {
+			continue // a hop generation's seal, a stream's STOP or START: in the ledger, no object
 		}
 		s.log.Info("restoring", "object", e.kind+"/"+e.name, "step", i+1, "of", len(entries))
 		if e.newer != nil {

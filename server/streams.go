@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -35,6 +36,8 @@ type stream struct {
 	// stream is not checked).
 	board *placement.Board
 	err   error // it could not start (final is nil), or was taken over
+	// stopped: held stopped by ALTER STREAM ... STOP (no stages run).
+	stopped bool
 	// started is when its stages started (exactly-once: commits of another
 	// server after it mean this one was fenced).
 	started time.Time
@@ -73,6 +76,9 @@ type sharedHop struct {
 // failed with the error of whichever of its stages failed (the shared hop
 // in front included).
 func (r *stream) status() (string, error) {
+	if r.stopped {
+		return "stopped", nil
+	}
 	if r.err != nil {
 		return "failed", r.err
 	}
@@ -646,6 +652,9 @@ func (s *Server) restartStream(ctx context.Context, name string) error {
 		return &catalog.ErrNotFound{Name: name}
 	}
 	if r, ok := s.streams[name]; ok {
+		if r.stopped {
+			return errStreamStopped
+		}
 		r.stop(s)
 		delete(s.streams, name)
 	}
@@ -684,7 +693,7 @@ func (s *Server) startFromCatalog(ctx context.Context, def *catalog.Stream) (*st
 func (s *Server) restartAfterResize(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.restartStream(ctx, name); err != nil {
+	if err := s.restartStream(ctx, name); err != nil && !errors.Is(err, errStreamStopped) {
 		s.log.Error("stream cannot run on its input's new partition count", "stream", name, "err", err)
 	}
 }

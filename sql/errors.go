@@ -22,6 +22,7 @@ const (
 	CodeUndefinedFunc    = "42883"
 	CodeInternal         = "XX000"
 	CodeObjectInUse      = "55006"
+	CodeNotInPrereqState = "55000"
 	CodeInsufficientPriv = "42501"
 	CodeUndefinedObject  = "42704"
 )

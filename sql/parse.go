@@ -127,10 +127,12 @@ func (p *stmtParser) statement() (Statement, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !p.accept("RESTART") {
-				return nil, p.errAt(p.peek(), "expected RESTART after ALTER STREAM %s", name)
+			for _, a := range []AlterAction{AlterRestart, AlterStop, AlterStart} {
+				if p.accept(string(a)) {
+					return &AlterStream{Name: name, Action: a}, p.atEnd()
+				}
 			}
-			return &AlterStream{Name: name, Restart: true}, p.atEnd()
+			return nil, p.errAt(p.peek(), "expected RESTART, STOP or START after ALTER STREAM %s", name)
 		case p.accept("SOURCE"), p.accept("TABLE"):
 			name, err := p.ident()
 			if err != nil {

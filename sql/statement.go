@@ -87,12 +87,26 @@ type Drop struct {
 	IfExists bool
 }
 
-// AlterStream is ALTER STREAM name RESTART: a failed stream starts again
-// from its state, once its cause is fixed.
+// AlterStream is ALTER STREAM name {RESTART | STOP | START}.
 type AlterStream struct {
-	Name    string
-	Restart bool
+	Name   string
+	Action AlterAction
 }
+
+// AlterAction is what ALTER STREAM does.
+type AlterAction string
+
+const (
+	// AlterRestart starts a failed stream again from its state, once its
+	// cause is fixed (this server only).
+	AlterRestart AlterAction = "RESTART"
+	// AlterStop stops the stream on every server of the app, and it stays
+	// stopped across restarts, until START: the way to rescale its state
+	// while the rest of the app runs.
+	AlterStop AlterAction = "STOP"
+	// AlterStart runs a stopped stream again, on every server.
+	AlterStart AlterAction = "START"
+)
 
 // AlterSource is ALTER SOURCE name SET (option = value, ...): the options
 // a source may change while streams read it (on_error, dlq_topic,
