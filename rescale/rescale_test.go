@@ -38,16 +38,34 @@ type app struct {
 	// allowNonDivisor starts the servers with
 	// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1.
 	allowNonDivisor bool
+	// topic is source ev's topic: "ev" on a broker of the test's own, a
+	// name of its own on a shared one.
+	topic string
+	// out prefixes the output topics' names: "" on a broker of the
+	// test's own, the app id on a shared one (a stream's topic is not
+	// named after its app).
+	out string
 }
 
+// newApp makes an app on a kfake broker of its own, or, with
+// TURBINE_TEST_BROKERS set (make test-kafka runs the central tests on
+// Apache Kafka), on that cluster under an app id and topic of its own.
 func newApp(t *testing.T, nodes int) *app {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
+	a := &app{t: t, id: "rs", topic: "ev"}
+	if shared := os.Getenv("TURBINE_TEST_BROKERS"); shared != "" {
+		a.addr = strings.Split(shared, ",")
+		a.id = fmt.Sprintf("rs-%d", time.Now().UnixNano())
+		a.topic, a.out = a.id+"-ev", a.id+"-"
+	} else {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cluster.Close)
+		a.addr = cluster.ListenAddrs()
 	}
-	t.Cleanup(cluster.Close)
-	a := &app{t: t, addr: cluster.ListenAddrs(), id: "rs"}
+	var err error
 	if a.k, err = kafkaio.New(&kafkaio.Conn{Brokers: a.addr}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +167,7 @@ func (a *app) produce(ctx context.Context, evs []event, n int) {
 	var recs []*kafkaio.Record
 	for _, e := range evs {
 		v, _ := json.Marshal(map[string]any{"k": e.k, "x": e.x, "ts": e.ts})
-		recs = append(recs, &kafkaio.Record{Topic: "ev", Partition: state.PartitionFor([]byte(e.k), n), Key: []byte(e.k), Value: v})
+		recs = append(recs, &kafkaio.Record{Topic: a.topic, Partition: state.PartitionFor([]byte(e.k), n), Key: []byte(e.k), Value: v})
 	}
 	if err := a.k.ProduceSync(ctx, recs); err != nil {
 		a.t.Fatal(err)
@@ -206,8 +224,8 @@ func closers(n int, ts int64) []event {
 }
 
 const (
-	sourceSQL = `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = %d, partition_key = 'k')`
-	streamSQL = `CREATE STREAM w AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`
+	sourceSQL = `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = '%s', partitions = %d, partition_key = 'k')`
+	streamSQL = `CREATE STREAM w WITH (topic = '%sw') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`
 )
 
 // rescaled runs the issue's central scenario: the first half of a seeded
@@ -226,7 +244,7 @@ func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, 
 	a := newApp(t, 2)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, fmt.Sprintf(sourceSQL, from), streamSQL)
+	a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, from), fmt.Sprintf(streamSQL, a.out))
 	// 7 minutes of input; the cut at 3.5 leaves the window 3:00-4:00 open
 	// across the rescale.
 	const span = 7 * minute
@@ -235,7 +253,7 @@ func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, 
 	a.produce(ctx, evs[:half], from)
 	a.exec(ctx, "FLUSH")
 	a.stop()
-	if err := a.k.CreatePartitions(ctx, "ev", to); err != nil {
+	if err := a.k.CreatePartitions(ctx, a.topic, to); err != nil {
 		t.Fatal(err)
 	}
 	if tool {
@@ -258,20 +276,25 @@ func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, 
 	a.produce(ctx, closers(to, span+10*minute), to)
 	a.exec(ctx, "FLUSH")
 	if tool {
-		// M is in every partition's count history: after N on the old
-		// partitions, alone on the new ones.
-		hist := a.counts(ctx)
-		for p := range to {
-			want := fmt.Sprint(to)
-			if p < from {
-				want = fmt.Sprintf("%d,%d", from, to)
-			}
-			if hist[p] != want {
-				t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
-			}
-		}
+		a.checkCounts(ctx, from, to)
 	}
 	return a.panes(ctx, "w", span), expected(evs), sum, out
+}
+
+// checkCounts checks that the rescale to `to` is in every partition's
+// count history: after `from` on the old partitions, alone on the new.
+func (a *app) checkCounts(ctx context.Context, from, to int) {
+	a.t.Helper()
+	hist := a.counts(ctx)
+	for p := range to {
+		want := fmt.Sprint(to)
+		if p < from {
+			want = fmt.Sprintf("%d,%d", from, to)
+		}
+		if hist[p] != want {
+			a.t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
+		}
+	}
 }
 
 // counts collects SHOW PARTITIONS w's count history per partition from
@@ -331,7 +354,7 @@ func TestRescaleStoppedStream(t *testing.T) {
 	a := newApp(t, 3)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, fmt.Sprintf(sourceSQL, from), streamSQL, `CREATE STREAM raw AS SELECT k, x FROM ev`)
+	a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, from), fmt.Sprintf(streamSQL, a.out), fmt.Sprintf(`CREATE STREAM raw WITH (topic = '%sraw') AS SELECT k, x FROM ev`, a.out))
 	const span = 7 * minute
 	evs := input(7, 300, 6000, span)
 	half := len(evs) / 2
@@ -390,16 +413,7 @@ func TestRescaleStoppedStream(t *testing.T) {
 	}
 	// The servers' copies from before the rescale were not used: a copy
 	// restored past by the changelog's tail keeps its count history "4".
-	hist := a.counts(ctx)
-	for p := range to {
-		want := fmt.Sprint(to)
-		if p < from {
-			want = fmt.Sprintf("%d,%d", from, to)
-		}
-		if hist[p] != want {
-			t.Errorf("partition %d: counts %q, want %q (all: %v)", p, hist[p], want, hist)
-		}
-	}
+	a.checkCounts(ctx, from, to)
 	var raw int
 	if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM raw").Scan(&raw); err != nil {
 		t.Fatal(err)
@@ -502,7 +516,7 @@ func TestRescaleRefusals(t *testing.T) {
 	a := newApp(t, 1)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, fmt.Sprintf(sourceSQL, 4), streamSQL,
+	a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, 4), fmt.Sprintf(streamSQL, a.out),
 		`CREATE STREAM eo WITH (processing_guarantee = 'exactly_once') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
 		`CREATE STREAM r WITH (strategy = 'repartition') AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
 		`CREATE STREAM copy AS SELECT k, ts FROM ev`)
@@ -527,7 +541,7 @@ func TestRescaleRefusals(t *testing.T) {
 
 	ends := func() string {
 		var b strings.Builder
-		for _, topic := range []string{"turbine-rs-w-changelog", "turbine-rs-eo-changelog", "ev"} {
+		for _, topic := range []string{"turbine-rs-w-changelog", "turbine-rs-eo-changelog", a.topic} {
 			e, err := a.k.EndOffsets(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
@@ -561,7 +575,7 @@ func TestRescaleRefusals(t *testing.T) {
 	k := "k1"
 	wrong := (state.PartitionFor([]byte(k), 4) + 1) % 4
 	v, _ := json.Marshal(map[string]any{"k": k, "x": 1, "ts": 3 * minute})
-	if err := a.k.ProduceSync(ctx, []*kafkaio.Record{{Topic: "ev", Partition: wrong, Key: []byte(k), Value: v}}); err != nil {
+	if err := a.k.ProduceSync(ctx, []*kafkaio.Record{{Topic: a.topic, Partition: wrong, Key: []byte(k), Value: v}}); err != nil {
 		t.Fatal(err)
 	}
 	a.exec(ctx, "FLUSH")
@@ -573,7 +587,7 @@ func TestRescaleRefusals(t *testing.T) {
 	b.allowNonDivisor = true
 	b.start(ctx)
 	defer b.stop()
-	b.exec(ctx, fmt.Sprintf(sourceSQL, 7), streamSQL)
+	b.exec(ctx, fmt.Sprintf(sourceSQL, b.topic, 7), fmt.Sprintf(streamSQL, b.out))
 	b.produce(ctx, input(7, 50, 200, 3*minute), 7)
 	b.exec(ctx, "FLUSH")
 	b.stop()
@@ -599,7 +613,7 @@ func TestRescaleFigures(t *testing.T) {
 	a := newApp(t, 1)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	a.exec(ctx, fmt.Sprintf(`CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = '%s', partitions = 4, partition_key = 'k')`, a.topic), fmt.Sprintf(streamSQL, a.out))
 	began := time.Now()
 	for i := 0; i < keys; i += batch {
 		evs := make([]event, 0, batch)
@@ -651,7 +665,7 @@ func TestRescaleKilled(t *testing.T) {
 	a := newApp(t, 2)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, `CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = 'ev', partitions = 4, partition_key = 'k')`, streamSQL)
+	a.exec(ctx, fmt.Sprintf(`CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = '%s', partitions = 4, partition_key = 'k')`, a.topic), fmt.Sprintf(streamSQL, a.out))
 	evs := make([]event, 0, keys)
 	for j := range keys {
 		evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: int64(j % 7), ts: int64(j) * windows * minute / keys})
@@ -661,7 +675,7 @@ func TestRescaleKilled(t *testing.T) {
 	a.produce(ctx, evs, 4)
 	a.exec(ctx, "FLUSH")
 	a.stop()
-	if err := a.k.CreatePartitions(ctx, "ev", 8); err != nil {
+	if err := a.k.CreatePartitions(ctx, a.topic, 8); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"RESCALE_CHILD_BROKERS=" + strings.Join(a.addr, ","), "RESCALE_CHILD_APP=" + a.id,

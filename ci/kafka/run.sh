@@ -18,8 +18,11 @@
 #      every plan's streams, SIGKILLs and crashes between a transaction's
 #      commit and the state's write, outputs read read_committed;
 #   5. the same audit with three server processes sharing the app.
+# Step 2 also runs the rescale tool's central tests (package rescale: two
+# servers, 4 -> 8, with the app stopped, and with the stream stopped by
+# ALTER STREAM while the app runs) on that broker, over PLAINTEXT.
 # `run.sh soak` (make soak) starts the broker and runs only a long audit:
-# 1M events and 50 SIGKILLs.
+# 1M events and 50 SIGKILLs. `run.sh rescale` runs only the rescale tests.
 # The broker is stopped and its directory removed on exit. A broker that does
 # not start fails the run with the tail of its log: never a silent skip.
 set -euo pipefail
@@ -227,6 +230,13 @@ audit() {
   "$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
   "$WORK/turbinesql" audit -brokers "$BROKERS" "$@"
 }
+rescale_tests() {
+  TURBINE_TEST_BROKERS=$BROKERS "$GO" test -count=1 -v -timeout 10m -run 'TestRescaleCentral|TestRescaleStoppedStream' ./rescale/
+}
+if [ "${1:-}" = rescale ]; then
+  rescale_tests
+  exit 0
+fi
 if [ "${1:-}" = soak ]; then
   start=$(date +%s)
   audit -events 1000000 -kills 50
@@ -239,6 +249,7 @@ fi
 export KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
 start=$(date +%s)
 TURBINE_TEST_BROKERS=$BROKERS "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
+rescale_tests
 mid=$(date +%s)
 TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-256 \
 TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
@@ -301,4 +312,4 @@ aud=$(date +%s)
 # at the end, every pane once and exact, read read_committed.
 audit -nodes 3 -events 400000 -rate 3000 -kills 4
 clu=$(date +%s)
-echo "test-kafka: Kafka $KAFKA_VERSION: placement $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s, three-node audit $((clu - aud))s"
+echo "test-kafka: Kafka $KAFKA_VERSION: placement and rescale $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s, three-node audit $((clu - aud))s"
