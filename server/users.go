@@ -61,7 +61,7 @@ func (s *Server) authorize(user string, stmt sql.Statement) error {
 }
 
 func statementName(stmt sql.Statement) string {
-	switch stmt.(type) {
+	switch st := stmt.(type) {
 	case *sql.CreateSource:
 		return "CREATE SOURCE"
 	case *sql.CreateStream:
@@ -71,7 +71,7 @@ func statementName(stmt sql.Statement) string {
 	case *sql.Drop:
 		return "DROP"
 	case *sql.AlterStream:
-		return "ALTER STREAM"
+		return "ALTER STREAM " + string(st.Action)
 	case *sql.AlterSource:
 		return "ALTER SOURCE"
 	case *sql.CreateUser:
