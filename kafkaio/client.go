@@ -115,6 +115,15 @@ func (k *Client) Partitions(ctx context.Context, topic string) (int, error) {
 	return len(t.Partitions), nil
 }
 
+// TopicNames lists the cluster's topics (internal ones left out), sorted.
+func (k *Client) TopicNames(ctx context.Context) ([]string, error) {
+	td, err := k.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	return td.Names(), nil
+}
+
 // MaxRecordBytes is the largest record batch the engine's producer sends.
 const MaxRecordBytes = 64 << 20
 

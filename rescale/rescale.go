@@ -43,6 +43,7 @@ type Kafka interface {
 	CreatePartitions(ctx context.Context, topic string, total int) error
 	GroupAssignment(ctx context.Context, group, topic string) (kafkaio.Assignment, error)
 	ProduceSync(ctx context.Context, recs []*kafkaio.Record) error
+	TopicNames(ctx context.Context) ([]string, error)
 }
 
 // Options say what to rescale.
@@ -204,6 +205,27 @@ func Run(ctx context.Context, k Kafka, opts Options) (Summary, error) {
 
 // readCatalog lists the app's streams from its catalog topic (the last
 // record of each key is the object's state).
+// knownApps names the app ids whose catalog topics the cluster has, for
+// the refusal of an app id it does not have.
+func knownApps(ctx context.Context, k Kafka) string {
+	topics, err := k.TopicNames(ctx)
+	if err != nil {
+		return ""
+	}
+	var apps []string
+	for _, t := range topics {
+		if rest, ok := strings.CutPrefix(t, "turbine-"); ok {
+			if app, ok := strings.CutSuffix(rest, "-catalog"); ok {
+				apps = append(apps, app)
+			}
+		}
+	}
+	if len(apps) == 0 {
+		return " (this cluster has no TurbineSQL app yet)"
+	}
+	return " (apps on this cluster: " + strings.Join(apps, ", ") + ")"
+}
+
 func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
 	topic := "turbine-" + app + "-catalog"
 	n, err := k.Partitions(ctx, topic)
@@ -211,7 +233,7 @@ func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, refuse("app %s has no catalog topic %s: is the app id right?", app, topic)
+		return nil, refuse("app %s has no catalog topic %s: is the app id right?%s", app, topic, knownApps(ctx, k))
 	}
 	type entry struct {
 		sql, reads, planned string

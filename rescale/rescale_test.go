@@ -384,8 +384,8 @@ func TestRescaleStoppedStream(t *testing.T) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER SOURCE ev SET (partitions = %d)", to)); err != nil {
 		t.Fatal(err)
 	}
-	if len(notices) > 0 {
-		t.Errorf("ALTER SOURCE warned %q; w is stopped and nothing else keeps keyed state", notices)
+	if len(notices) != 1 || !strings.HasPrefix(notices[0], "NOTICE: stopped keyed stateful streams read topic") {
+		t.Errorf("ALTER SOURCE said %q; want one NOTICE naming w, to rescale before START (w is stopped, nothing else keeps keyed state)", notices)
 	}
 	var b strings.Builder
 	sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, Streams: []string{"w"}, Out: &b})
@@ -533,6 +533,11 @@ func TestRescaleRefusals(t *testing.T) {
 		if !errors.As(err, &r) || !strings.Contains(err.Error(), want) {
 			t.Errorf("rescale %+v: %v, want a refusal saying %q", opts, err, want)
 		}
+	}
+	// A wrong app id: the refusal names the apps the cluster has.
+	if _, err := rescale.Run(ctx, a.k, rescale.Options{AppID: "nope", To: 8}); err == nil ||
+		!strings.Contains(err.Error(), "app nope has no catalog topic turbine-nope-catalog: is the app id right? (apps on this cluster: "+a.id+")") {
+		t.Errorf("wrong app id: %v", err)
 	}
 	// Running: its data dir is held, its groups have members.
 	refused("is in use by another TurbineSQL server", rescale.Options{DataDirs: a.dirs})

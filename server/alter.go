@@ -120,24 +120,40 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 		return nil, err
 	}
 	s.log.Info("source topic grown", "source", src.Name, "topic", src.Topic, "was", have, "partitions", m)
-	var keyed []string
+	var keyed, stopped []string
 	s.mu.Lock()
 	for name, r := range s.streams {
-		if r.plan != nil && !r.stopped && r.plan.Input.Source != nil && r.plan.Input.Source.Name == src.Name && movesState(r.plan) {
-			keyed = append(keyed, name)
+		if r.plan != nil && r.plan.Input.Source != nil && r.plan.Input.Source.Name == src.Name && movesState(r.plan) {
+			if r.stopped {
+				stopped = append(stopped, name)
+			} else {
+				keyed = append(keyed, name)
+			}
 		}
 	}
 	s.mu.Unlock()
-	if len(keyed) == 0 {
-		return nil, nil
-	}
 	sort.Strings(keyed)
-	return []pgwire.Notice{{
-		Severity: "WARNING",
-		Message: fmt.Sprintf("topic %q grew from %d to %d partitions while keyed stateful streams read it (%s): keys that move to another partition start with empty state there",
-			src.Topic, have, m, strings.Join(keyed, ", ")),
-		Hint: "to keep their state, first ALTER STREAM ... STOP each of them (or stop every server of the app), then grow the topic, run `turbinesql rescale --to N`, and ALTER STREAM ... START them (or start the servers)",
-	}}, nil
+	sort.Strings(stopped)
+	var notices []pgwire.Notice
+	if len(keyed) > 0 {
+		notices = append(notices, pgwire.Notice{
+			Severity: "WARNING",
+			Message: fmt.Sprintf("topic %q grew from %d to %d partitions while keyed stateful streams read it (%s): keys that move to another partition start with empty state there",
+				src.Topic, have, m, strings.Join(keyed, ", ")),
+			Hint: "to keep their state, first ALTER STREAM ... STOP each of them (or stop every server of the app), then grow the topic, run `turbinesql rescale --to N`, and ALTER STREAM ... START them (or start the servers)",
+		})
+	}
+	if len(stopped) > 0 {
+		// The way the README describes: say the next step.
+		notices = append(notices, pgwire.Notice{
+			Severity: "NOTICE",
+			Message: fmt.Sprintf("stopped keyed stateful streams read topic %q (%s): rescale their state to %d partitions before they start again, or keys that move start empty",
+				src.Topic, strings.Join(stopped, ", "), m),
+			Hint: fmt.Sprintf("turbinesql rescale --brokers ... --app-id %s --to %d --stream %s, then ALTER STREAM ... START",
+				s.cfg.AppID, m, strings.Join(stopped, " --stream ")),
+		})
+	}
+	return notices, nil
 }
 
 // movesState reports whether a stream keeps keyed state per input
