@@ -20,7 +20,10 @@ type Clock func() time.Time
 // highest own watermark among its peers (the other partitions of the same
 // input). A partition that never had data, or one with no peers, therefore
 // moves only with its own rows, or with a FLUSH: a FLUSH that read it to
-// its end lifts it to its peers' highest watermark until new data arrives.
+// its end lifts it to the highest watermark its peers had then. The lift
+// does not follow the peers afterwards: rows written after the FLUSH may
+// reach a peer before they reach this partition's task, and a watermark
+// that followed the peer would make this partition's own new rows late.
 type Partition struct {
 	ID          int32
 	Delay       int64
@@ -41,8 +44,12 @@ type Partition struct {
 	idle      bool      // confirmed idle on a fresh end offset
 	idleSince time.Time
 	flushIdle bool // read to its end by a FLUSH, until new data arrives
-	eff       int64
-	hasEff    bool
+	// flushPeer: the peers' highest own watermark when the FLUSH read the
+	// partition to its end (hasFlushPeer false: no peer had one).
+	flushPeer    int64
+	hasFlushPeer bool
+	eff          int64
+	hasEff       bool
 }
 
 // NewPartition starts tracking partition id from a restored position.
@@ -136,6 +143,10 @@ func (p *Partition) FlushedTo(target int64) {
 	}
 	p.SawEnd(target)
 	p.flushIdle = p.Next >= p.End
+	p.hasFlushPeer = false
+	if p.flushIdle && p.Peers != nil {
+		p.flushPeer, p.hasFlushPeer = p.Peers.maxExcept(p.ID)
+	}
 }
 
 // Idle reports whether the partition is idle (confirmed, or by a FLUSH).
@@ -144,30 +155,24 @@ func (p *Partition) Idle() bool { return p.idle || p.flushIdle }
 // Effective is the watermark that closes the partition's windows (see the
 // type's comment). It never moves back.
 func (p *Partition) Effective() (int64, bool) {
-	wm, ok := p.Own()
-	var peer int64
-	hasPeer := false
-	if p.Peers != nil {
-		peer, hasPeer = p.Peers.maxExcept(p.ID)
+	own, hasOwn := p.Own()
+	wm, ok := own, hasOwn
+	raise := func(to int64) {
+		if !ok || to > wm {
+			wm, ok = to, true
+		}
 	}
-	switch {
-	case p.flushIdle && hasPeer:
-		if !ok || peer > wm {
-			wm, ok = peer, true
-		}
-	case p.idle && ok && hasPeer:
-		base := wm
-		if p.hasEff && p.eff > base {
-			base = p.eff // it kept advancing while idle
-		}
-		adv := wm + p.Now().Sub(p.idleSince).Milliseconds()
-		if adv > peer {
-			adv = peer
-		}
-		if adv > base {
-			wm = adv
-		} else {
-			wm = base
+	if p.flushIdle && p.hasFlushPeer {
+		// Where the last FLUSH lifted it, and no further (see the type's
+		// comment).
+		raise(p.flushPeer)
+	}
+	if p.idle && hasOwn && p.Peers != nil {
+		if peer, hasPeer := p.Peers.maxExcept(p.ID); hasPeer {
+			// Idle: its own watermark advanced by the processing time
+			// since it went idle, never past its peers. What it reached
+			// before stays (eff never moves back).
+			raise(min(own+p.Now().Sub(p.idleSince).Milliseconds(), peer))
 		}
 	}
 	if ok && (!p.hasEff || wm > p.eff) {

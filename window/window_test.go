@@ -157,3 +157,63 @@ func TestPartitionIdleness(t *testing.T) {
 		t.Fatal("a flushed partition at its end is idle")
 	}
 }
+
+// TestFlushLiftStaysWhereTheFlushSawPeers: a FLUSH that read a partition
+// to its end lifts it to its peers' highest watermark as they stood then.
+// Rows written after the FLUSH can reach a peer first (here p1 reads its
+// rows and a row far ahead before p0's task reads p0's): p0 must not
+// follow, or its own rows of the same windows would be late. Idleness
+// confirmed later still advances it with processing time.
+func TestFlushLiftStaysWhereTheFlushSawPeers(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	peers := NewPeers()
+	p0 := NewPartition(0, 0, 5*time.Second, clk.now, peers, 0, 0, false)
+	p1 := NewPartition(1, 0, 5*time.Second, clk.now, peers, 0, 0, false)
+	check := func(name string, p *Partition, want int64) {
+		t.Helper()
+		if wm, ok := p.Effective(); wm != want || !ok {
+			t.Fatalf("%s: watermark %d/%v, want %d", name, wm, ok, want)
+		}
+	}
+	p0.Read(10, 3000, true)
+	p1.Read(10, 3600, true)
+	p0.FlushedTo(10)
+	p1.FlushedTo(10)
+	check("p0 lifted by the FLUSH", p0, 3600)
+	check("p1 the highest", p1, 3600)
+	// After the FLUSH: p1 reads rows up to 9000 and a row at 100000; p0's
+	// rows at 4000..9000 are written but not read yet.
+	p1.Read(20, 100000, true)
+	check("p0 holds where the FLUSH lifted it", p0, 3600)
+	p0.Read(20, 9000, true)
+	check("p0 with its rows", p0, 9000)
+	// The next FLUSH lifts it again, to what the peers reached by then.
+	p0.FlushedTo(20)
+	check("p0 lifted by the next FLUSH", p0, 100000)
+
+	// A flushed partition that goes idle on its timeout advances with
+	// processing time past the FLUSH's lift, never past its peers.
+	p2 := NewPartition(2, 0, 5*time.Second, clk.now, peers, 0, 0, false)
+	p2.Read(5, 1000, true)
+	p2.FlushedTo(5)
+	check("p2 lifted", p2, 100000)
+	p3 := NewPartition(3, 0, 5*time.Second, clk.now, NewPeers(), 0, 0, false)
+	peers3 := p3.Peers
+	p4 := NewPartition(4, 0, 5*time.Second, clk.now, peers3, 0, 0, false)
+	p3.Read(5, 1000, true)
+	p4.Read(5, 20000, true)
+	p3.FlushedTo(5)
+	check("p3 lifted", p3, 20000)
+	p4.Read(6, 60000, true)
+	clk.advance(5 * time.Second)
+	if !p3.Quiet() {
+		t.Fatal("p3 not quiet after its timeout")
+	}
+	p3.ConfirmIdle(5)
+	clk.advance(3 * time.Second)
+	check("p3 idle 3 s: 1000+3000 is below the lift", p3, 20000)
+	clk.advance(30 * time.Second)
+	check("p3 idle 33 s: 1000+33000", p3, 34000)
+	clk.advance(time.Hour)
+	check("p3 idle: never past its peers", p3, 60000)
+}
