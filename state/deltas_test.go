@@ -8,7 +8,10 @@ import (
 )
 
 // scanAll lists a cursor's entries as "kg/key=val".
-func scanAll(t *testing.T, sc *WindowScan) []string {
+func scanAll(t *testing.T, sc interface {
+	Next() (uint16, []byte, []byte, bool)
+	Close() error
+}) []string {
 	t.Helper()
 	var out []string
 	for {

@@ -32,6 +32,8 @@ type GroupWrites struct {
 	kbuf  []byte
 	order []sortRec // ents in key order (sort)
 	wins  []int64
+	// deltas counts the partials among ents.
+	deltas int
 }
 
 type groupWrite struct {
@@ -65,6 +67,7 @@ func (w *GroupWrites) Put(window int64, kg uint16, key, val []byte) {
 
 // PutDelta records a partial of a blind group (deltas.go).
 func (w *GroupWrites) PutDelta(window int64, kg uint16, key []byte, id DeltaID, val []byte) {
+	w.deltas++
 	w.add(window, deltaKG(kg), id, key, val)
 }
 
@@ -131,9 +134,29 @@ func (w *GroupWrites) sort() {
 
 // AbsorbSorted is Absorb that also writes w, the pending groups and w's
 // merged in key order (of a key in both, the pending one first: w's is
-// newer and wins), and empties both.
+// newer and wins), and empties both. When the commit holds at least
+// Options.MinRunPartials partials and p's runs are open (OpenRuns), its partials
+// go to runs (runs.go), one table per window, ingested when the batch
+// commits; the batch holds the groups and the runs' markers.
 func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 	w.sort()
+	var r *runWriter
+	if p.runsOpen && p.deltas+w.deltas >= b.s.minRun {
+		if b.runs != nil {
+			r = b.runs // a second cached aggregation of the scope (not planned today)
+		} else {
+			r = &runWriter{s: b.s, scope: p.stream, id: p.nextRun}
+			p.nextRun++
+			b.runs = r
+		}
+	}
+	pl := len(p.stream) + 2
+	put := func(k, v []byte, window int64, storedKG uint16) error {
+		if r != nil && isDeltaKG(storedKG) && storedKG != runKG {
+			return r.add(window, k, v, pl)
+		}
+		return b.b.Set(k, v, nil)
+	}
 	var it *pebble.Iterator
 	valid := false
 	if !p.Empty() {
@@ -143,33 +166,54 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 		}
 		valid = it.First()
 	}
-	for _, r := range w.order {
-		e := &w.ents[r.i]
+	fail := func(err error) error {
+		if it != nil {
+			it.Close()
+		}
+		return fmt.Errorf("state of %s: %w", b.stream, err)
+	}
+	putPending := func() error {
+		k := it.Key()
+		window, kg, _, err := decodeGroupKey(k, pl)
+		if err != nil {
+			return err
+		}
+		return put(k, it.Value(), window, kg)
+	}
+	for _, rec := range w.order {
+		e := &w.ents[rec.i]
 		k := w.storeKey(p.stream, e)
 		for ; valid && bytes.Compare(it.Key(), k) <= 0; valid = it.Next() {
-			if err := b.b.Set(it.Key(), it.Value(), nil); err != nil {
-				it.Close()
-				return fmt.Errorf("state of %s: %w", b.stream, err)
+			if err := putPending(); err != nil {
+				return fail(err)
 			}
 		}
-		if err := b.b.Set(k, w.bytes(e.val), nil); err != nil {
-			if it != nil {
-				it.Close()
-			}
-			return fmt.Errorf("state of %s: %w", b.stream, err)
+		if err := put(k, w.bytes(e.val), e.window, e.kg); err != nil {
+			return fail(err)
 		}
 	}
 	if it != nil {
 		for ; valid; valid = it.Next() {
-			if err := b.b.Set(it.Key(), it.Value(), nil); err != nil {
-				it.Close()
-				return fmt.Errorf("state of %s: %w", b.stream, err)
+			if err := putPending(); err != nil {
+				return fail(err)
 			}
 		}
 		if err := it.Close(); err != nil {
 			return fmt.Errorf("state of %s: %w", b.stream, err)
 		}
 		p.b.Reset()
+		p.deltas = 0
+	}
+	if r != nil {
+		if err := r.finish(); err != nil {
+			return err
+		}
+		for _, m := range r.marks {
+			if err := b.b.Set(m, nil, nil); err != nil {
+				return fmt.Errorf("state of %s: %w", b.stream, err)
+			}
+		}
+		r.marks = r.marks[:0]
 	}
 	w.reset()
 	return nil
@@ -184,5 +228,5 @@ func (w *GroupWrites) reset() {
 		*w = GroupWrites{}
 		return
 	}
-	w.ents, w.arena, w.order = w.ents[:0], w.arena[:0], w.order[:0]
+	w.ents, w.arena, w.order, w.deltas = w.ents[:0], w.arena[:0], w.order[:0], 0
 }
