@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,13 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	// A run is never read by a point lookup (its keys are no group's), only
 	// merged in order at its window's close: no filter to build.
 	runOpts.FilterPolicy = nil
+	if os.Getenv("XRUNFMT") == "4" {
+		runOpts = ropts.MakeWriterOptions(len(ropts.Levels)-1, sstable.TableFormatPebblev4)
+		runOpts.FilterPolicy = nil
+	}
+	if os.Getenv("XRUNNOCOMP") == "1" {
+		runOpts.Compression = sstable.NoCompression
+	}
 	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun}, nil
 }
 
