@@ -220,6 +220,9 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 // key (a delta's id stripped).
 func (w *WindowScan) entry() (kg uint16, key []byte, ok bool) {
 	_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
+	if err == nil && w.deltas && kg == runKG {
+		return kg, nil, true // runs (runs.go) follow the deltas: no key group's
+	}
 	if err == nil && w.deltas {
 		if len(key) < deltaIDLen {
 			err = errCorruptKey
@@ -345,16 +348,14 @@ func (b *Batch) DeleteGroup(window int64, kg uint16, key []byte) error {
 // the key groups given: a range deletion per key group, whatever their number;
 // nil groups: the whole window, one range deletion.
 func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
-	if b.runs != nil {
-		b.runs.dropWindow(window)
-	}
 	if groups != nil {
-		// The window's runs (runs.go) hold only groups of the task that
-		// writes the scope, whose window this is.
-		lo, hi := runsOf(b.scope, window)
-		if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+		// The window's runs (runs.go) mix key groups: their entries of
+		// these go one by one.
+		if err := b.deleteRunEntries(window, groups); err != nil {
 			return err
 		}
+	} else if b.runs != nil {
+		b.runs.dropWindow(window)
 	}
 	if groups == nil {
 		lo := binary.BigEndian.AppendUint64(streamPrefix(prefixGroup, b.scope), uint64(window)^(1<<63))

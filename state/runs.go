@@ -145,6 +145,50 @@ func (r *runWriter) dropWindow(window int64) {
 	}
 }
 
+// deleteRunEntries deletes the entries in key groups groups of window's
+// runs, stored ones and this batch's own (ingested before the deletions).
+func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
+	set := make(map[uint16]bool, len(groups))
+	for _, g := range groups {
+		set[g] = true
+	}
+	lo, hi := runsOf(b.scope, window)
+	pl := len(lo) + 8 // where an entry's stored key group starts
+	del := func(k, _ []byte) error {
+		if len(k) >= pl+2 && set[realKG(binary.BigEndian.Uint16(k[pl:]))] {
+			return b.b.Delete(k, nil)
+		}
+		return nil
+	}
+	it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err := del(it.Key(), nil); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if b.runs == nil {
+		return nil
+	}
+	if err := b.runs.finish(); err != nil {
+		return err
+	}
+	for i, path := range b.runs.paths {
+		if b.runs.wins[i] == window {
+			if err := b.s.eachTableEntry(path, del); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // discard removes the tables of runs never ingested.
 func (r *runWriter) discard() {
 	if r.w != nil {
