@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -327,7 +326,19 @@ type runScan struct {
 	it       *pebble.Iterator
 	pl       int // where the stored key group starts
 	kg       uint16
+	pre      uint64 // the key's first 8 bytes, big-endian (zero-padded)
 	key, val []byte
+}
+
+// before orders runs by their current entries' (key group, key).
+func (r *runScan) before(o *runScan) bool {
+	if r.kg != o.kg {
+		return r.kg < o.kg
+	}
+	if r.pre != o.pre {
+		return r.pre < o.pre
+	}
+	return bytes.Compare(r.key, o.key) < 0
 }
 
 func (r *runScan) next(groups map[uint16]bool, first bool) (bool, error) {
@@ -350,6 +361,9 @@ func (r *runScan) next(groups map[uint16]bool, first bool) (bool, error) {
 			continue
 		}
 		r.key, r.val = k[r.pl+2:len(k)-deltaIDLen], r.it.Value()
+		var pre [8]byte
+		copy(pre[:], r.key)
+		r.pre = binary.BigEndian.Uint64(pre[:])
 		return true, nil
 	}
 }
@@ -373,22 +387,41 @@ type DeltaScan struct {
 	err     error
 }
 
+// runHeap is a min-heap of runs by their current entries (its own, not
+// container/heap's: no interface calls on the close's hottest path).
 type runHeap []*runScan
 
-func (h runHeap) Len() int { return len(h) }
-func (h runHeap) Less(i, j int) bool {
-	if h[i].kg != h[j].kg {
-		return h[i].kg < h[j].kg
+func (h runHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
-	return bytes.Compare(h[i].key, h[j].key) < 0
 }
-func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runScan)) }
-func (h *runHeap) Pop() any {
+
+// down restores the order below i after h[i] moved forward.
+func (h runHeap) down(i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].before(h[c]) {
+			c++
+		}
+		if !h[c].before(h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// pop removes the least run.
+func (h *runHeap) pop() {
 	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	h.down(0)
 }
 
 func (d *DeltaScan) start() error {
@@ -425,7 +458,7 @@ func (d *DeltaScan) start() error {
 		}
 		valid = it.SeekGE(bumped(pre))
 	}
-	heap.Init(&d.runs)
+	d.runs.init()
 	d.classic = &WindowScan{p: d.p, window: d.window, groups: d.groups, deltas: true}
 	d.ckg, d.ckey, d.cval, d.cok = d.classic.Next()
 	return it.Error()
@@ -449,10 +482,13 @@ func (d *DeltaScan) Next() (kg uint16, key, val []byte, ok bool) {
 			return 0, nil, nil, false
 		}
 		if ok {
-			heap.Fix(&d.runs, 0)
+			d.runs.down(0)
 		} else {
-			d.top.it.Close()
-			heap.Pop(&d.runs)
+			d.runs.pop()
+			if err := d.top.it.Close(); err != nil {
+				d.err = err
+				return 0, nil, nil, false
+			}
 		}
 	}
 	d.fromC, d.top = false, nil
