@@ -185,6 +185,11 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	// A run is never read by a point lookup (its keys are no group's), only
 	// merged in order at its window's close: no filter to build.
 	runOpts.FilterPolicy = nil
+	// 32 KB blocks (default 4 KB): the close reads a window's runs side by
+	// side, one iterator each, and per block loaded it pays a read, a
+	// block-cache entry and a decompression; at 10^7 keys 4 KB blocks made
+	// the close's CPU half again as much (and the runs' bytes 10% more).
+	runOpts.BlockSize = 32 << 10
 	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun}, nil
 }
 
