@@ -59,6 +59,20 @@ func runsOf(scope string, window int64) (lo, hi []byte) {
 	return GroupKey(scope, window, runKG, nil), GroupKey(scope, window, runKG+1, nil)
 }
 
+// RunKey is the key of an entry of run of scope's window: a partial of
+// the group (kg, key) with id (for consumers that parse state keys, and
+// their tests).
+func RunKey(scope string, window int64, run uint64, kg uint16, key []byte, id DeltaID) []byte {
+	k := runPrefix(nil, scope, window, run)
+	k = binary.BigEndian.AppendUint16(k, deltaKG(kg))
+	return appendDeltaKeyID(append(k, key...), id)
+}
+
+// RunMarker is the marker of run of scope's window (see RunKey).
+func RunMarker(scope string, window int64, run uint64) []byte {
+	return runPrefix(nil, scope, window, run)
+}
+
 // RunEntryAsDelta is a run entry's key (a KindGroup key with Run set) as
 // a classic partial's key: the run's key group and id dropped.
 func RunEntryAsDelta(stream string, key []byte) []byte {
