@@ -237,13 +237,17 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 	w.sort()
 	var r *runWriter
 	if p.runsOpen && p.deltas+w.deltas >= b.s.minRun {
-		if b.runs != nil {
-			r = b.runs // a second cached aggregation of the scope (not planned today)
-		} else {
-			r = &runWriter{s: b.s, scope: p.stream, id: p.nextRun}
-			p.nextRun++
-			b.runs = r
+		if b.runs == nil {
+			b.runs = &runWriter{s: b.s}
 		}
+		// A run of its own for each call (a batch absorbing twice gets two,
+		// which must not share keys): its tables start anew.
+		r = b.runs
+		if err := r.finish(); err != nil {
+			return err
+		}
+		r.scope, r.id = p.stream, p.nextRun
+		p.nextRun++
 	}
 	pl := len(p.stream) + 2
 	put := func(k, v []byte, window int64, storedKG uint16) error {
