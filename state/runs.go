@@ -443,8 +443,8 @@ func (d *DeltaScan) start() error {
 	set := d.groupSet()
 	lo, hi := runsOf(d.p.stream, d.window)
 	// One iterator finds the runs (skipping from one to the next), then
-	// one per run reads it.
-	it, err := d.p.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	// one per run reads it: on the store, as runs are never pending.
+	it, err := d.p.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
@@ -456,7 +456,7 @@ func (d *DeltaScan) start() error {
 			return errCorruptKey
 		}
 		pre := slices.Clone(k[:pl+8])
-		rit, err := d.p.b.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(pre), 0), UpperBound: bumped(pre)})
+		rit, err := d.p.s.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(pre), 0), UpperBound: bumped(pre)})
 		if err != nil {
 			return err
 		}
