@@ -68,7 +68,8 @@ type Pending struct {
 	// (runs.go): past every run stored when the task opened (OpenRuns).
 	nextRun  uint64
 	runsOpen bool
-	deltas   int // partials among the pending writes
+	runsIn   map[int64]int // runs per window (maxWindowRuns)
+	deltas   int           // partials among the pending writes
 }
 
 // NewPending starts an empty set of evicted groups of stream.

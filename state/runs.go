@@ -48,6 +48,12 @@ const runKG = 0xFFFD
 // close iterator) per commit.
 const minRunPartials = 4096
 
+// maxWindowRuns bounds a window's runs: its close holds an iterator (and
+// a block) per run. A task committing every second would otherwise make
+// thousands in an hour's window; past the bound, a commit's partials of
+// that window go into its batch (through the memtable) instead.
+const maxWindowRuns = 64
+
 // runPrefix is the key prefix of run id of window: also the run's marker.
 func runPrefix(dst []byte, scope string, window int64, id uint64) []byte {
 	dst = appendGroupKey(dst, scope, window, runKG, nil)
@@ -220,6 +226,7 @@ func (r *runWriter) discard() {
 // It sets the scope's next run id past every run seen.
 func (p *Pending) OpenRuns() (dropped int, err error) {
 	p.runsOpen = true
+	p.runsIn = map[int64]int{}
 	windows, err := p.s.GroupWindows(p.stream)
 	if err != nil {
 		return 0, err
@@ -248,6 +255,8 @@ func (p *Pending) OpenRuns() (dropped int, err error) {
 					return 0, err
 				}
 				dropped++
+			} else {
+				p.runsIn[w]++
 			}
 			valid = it.SeekGE(bumped(pre))
 		}

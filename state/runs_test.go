@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestRunsAtomicWithOffsets: a commit's partials go to a run, ingested
@@ -119,5 +121,71 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 	r.Close()
 	if got := scan(moved); !slices.Equal(got, want) || offset(moved) != 200 {
 		t.Fatalf("restored from the changelog: offset %d, partials\n got %v\nwant %v", offset(moved), got, want)
+	}
+}
+
+// TestWindowRunsBounded: a window gets at most maxWindowRuns runs, across
+// a restart too; later commits' partials of it go into their batches, and
+// the close still sees every partial.
+func TestWindowRunsBounded(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, nil, Options{MinRunPartials: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	scope := Scope("s", 0)
+	runs := func() int {
+		t.Helper()
+		lo, hi := runsOf(scope, 7)
+		it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			if len(it.Key()) == len(lo)+8 {
+				n++
+			}
+		}
+		return n
+	}
+	n := 0
+	commits := func(p *Pending, count int) {
+		t.Helper()
+		for range count {
+			var w GroupWrites
+			w.PutDelta(7, 1, []byte{1, byte(n)}, DeltaID{Seq: uint64(n)}, []byte("x"))
+			n++
+			b := st.NewScopedBatch("s", 0)
+			if err := b.AbsorbSorted(p, &w); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p := st.NewPending(scope)
+	if _, err := p.OpenRuns(); err != nil {
+		t.Fatal(err)
+	}
+	commits(p, maxWindowRuns-2)
+	p.Close()
+	if got := runs(); got != maxWindowRuns-2 {
+		t.Fatalf("%d runs after %d commits", got, maxWindowRuns-2)
+	}
+	p = st.NewPending(scope) // restarted
+	defer p.Close()
+	if _, err := p.OpenRuns(); err != nil {
+		t.Fatal(err)
+	}
+	commits(p, 5)
+	if got := runs(); got != maxWindowRuns {
+		t.Fatalf("%d runs, want the bound %d", got, maxWindowRuns)
+	}
+	if got := scanAll(t, p.ScanDeltas(7, nil)); len(got) != n {
+		t.Fatalf("%d partials scanned, want %d", len(got), n)
 	}
 }

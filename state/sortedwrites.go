@@ -250,9 +250,19 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 		p.nextRun++
 	}
 	pl := len(p.stream) + 2
+	oldest, wrote := int64(0), false
 	put := func(k, v []byte, window int64, storedKG uint16) error {
 		if r != nil && isDeltaKG(storedKG) && storedKG != runKG {
-			return r.add(window, k, v, pl)
+			if !wrote || window < oldest {
+				oldest, wrote = window, true
+			}
+			switch {
+			case r.w != nil && r.window == window: // the window's run goes on
+				return r.add(window, k, v, pl)
+			case p.runsIn[window] < maxWindowRuns:
+				p.runsIn[window]++
+				return r.add(window, k, v, pl)
+			}
 		}
 		return b.b.Set(k, v, nil)
 	}
@@ -306,6 +316,15 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 	if r != nil {
 		if err := r.finish(); err != nil {
 			return err
+		}
+		// Windows older than any this commit wrote partials to have
+		// closed (or get few more): their counts go, so the map follows
+		// the open windows. A count dropped too soon only lets a window
+		// have more runs.
+		for w := range p.runsIn {
+			if wrote && w < oldest {
+				delete(p.runsIn, w)
+			}
 		}
 		for _, m := range r.marks {
 			if err := b.b.Set(m, nil, nil); err != nil {
