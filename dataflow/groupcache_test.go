@@ -102,7 +102,9 @@ func firstDiff(a, b []string) string {
 // crash.
 func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, eager bool, every time.Duration, move bool) (out []string, maxGroups int, deltas uint64) {
 	p := planOf(t, q, "auto")
-	store, err := state.Open(t.TempDir(), nil)
+	// Commits of 256 partials or more ingest them as runs, fewer write
+	// them in the batch: the close merges both kinds.
+	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

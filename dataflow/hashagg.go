@@ -139,6 +139,17 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
 		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
+	// Runs of partials a crash left uncommitted go before anything is read
+	// (state's runs.go); commits write runs only once this has run.
+	dropped, err := h.cache.pending.OpenRuns()
+	if err != nil {
+		h.cache.pending.Close()
+		h.cache = nil
+		return fmt.Errorf("restore state of %s: %w", env.State, err)
+	}
+	if dropped > 0 {
+		env.Log.Info("dropped runs of partials an interrupted commit left", "partition", env.Partition, "runs", dropped)
+	}
 	if h.StateTTL > 0 && h.Plan.Window == nil {
 		h.cache.stamped, h.cache.now = true, env.Now
 		h.lastSweep = env.Now()

@@ -205,6 +205,81 @@ func (t *GroupTable) evict(s uint32) {
 	}
 }
 
+// evictMany is evict of many slots. A window losing at least a quarter
+// of its slots rebuilds its key table from the slots that stay (one pass
+// in memory order) instead of removing each key (a cache miss apiece: a
+// commit of 10^7 keys' partials, whose slots all leave, spent a tenth of
+// its CPU in removals).
+func (t *GroupTable) evictMany(slots []uint32) {
+	leaving := map[int64]int{}
+	for _, s := range slots {
+		leaving[t.meta[s].Window]++
+	}
+	for w, n := range leaving {
+		if g := t.windows[w]; n*4 < g.keys.n {
+			delete(leaving, w) // few: one by one
+		}
+	}
+	for _, s := range slots {
+		m := &t.meta[s]
+		if _, bulk := leaving[m.Window]; !bulk {
+			t.evict(s)
+			continue
+		}
+		t.windows[m.Window].garbage += int(m.klen)
+		m.live = false
+		t.marked[s] = false
+		t.ref[s] = false
+		t.free = append(t.free, s)
+		t.live--
+	}
+	for w := range leaving {
+		g := t.windows[w]
+		kept := g.slots[:0]
+		for _, s := range g.slots {
+			if t.meta[s].live {
+				t.meta[s].pos = uint32(len(kept))
+				kept = append(kept, s)
+			}
+		}
+		g.slots = kept
+		g.keys.keep(func(slot uint32) bool { return t.meta[slot].live && t.meta[slot].Window == w })
+		if g.garbage > 64<<10 && g.garbage > len(g.arena)/2 {
+			g.compact(t.meta)
+		}
+	}
+}
+
+// keep drops every entry whose slot live rejects, rebuilding the table
+// (same size) from the others.
+func (t *keyTable) keep(live func(slot uint32) bool) {
+	n := 0
+	for _, e := range t.entries {
+		if e.slot != 0 && live(e.slot-1) {
+			n++
+		}
+	}
+	if n == 0 {
+		clear(t.entries)
+		t.n = 0
+		return
+	}
+	old := t.entries
+	t.entries = make([]keyEntry, len(old))
+	t.n = n
+	mask := len(t.entries) - 1
+	for _, e := range old {
+		if e.slot == 0 || !live(e.slot-1) {
+			continue
+		}
+		i := int(e.hash) & mask
+		for t.entries[i].slot != 0 {
+			i = (i + 1) & mask
+		}
+		t.entries[i] = e
+	}
+}
+
 // compact rewrites the arena with the live slots' keys only.
 func (g *windowGroups) compact(meta []SlotMeta) {
 	arena := make([]byte, 0, len(g.arena)-g.garbage)

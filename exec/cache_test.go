@@ -77,3 +77,77 @@ func TestKeyFilter(t *testing.T) {
 	}
 	t.Logf("%d segments, %d bytes, %.2f%% false positives", len(f.segs), f.bytes(), 100*float64(fp)/n)
 }
+
+// TestEvictManyKeepsTableConsistent evicts random shares of two windows'
+// slots at once (a window losing a quarter or more rebuilds its key
+// table, fewer go one by one), then re-inserts, checking that each live
+// key finds its own slot, each evicted one none, and that a later
+// eviction one by one (which relies on each slot's position) still works.
+func TestEvictManyKeepsTableConsistent(t *testing.T) {
+	f, err := agg.New(agg.Spec{Name: "count", Star: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := NewGroupTable([]agg.Func{f})
+	rng := rand.New(rand.NewPCG(5, 6))
+	type wk struct {
+		w int64
+		k string
+	}
+	live := map[wk]uint32{}
+	key := func(i int) []byte {
+		if i%2 == 0 {
+			return AppendKey(nil, []*Vec{{T: types.Int, N: 1, I: []int64{int64(i)}}}, 0)
+		}
+		return []byte(fmt.Sprintf("a long key that is not inline, long enough to fill the arena soon %d", i))
+	}
+	check := func(round int) {
+		t.Helper()
+		for x, s := range live {
+			if got, ok := tab.find(x.w, []byte(x.k)); !ok || got != s || string(tab.Key(s)) != x.k {
+				t.Fatalf("round %d: key %q of %d: slot %d ok %v, want %d", round, x.k, x.w, got, ok, s)
+			}
+		}
+		if tab.Len() != len(live) {
+			t.Fatalf("round %d: %d live, want %d", round, tab.Len(), len(live))
+		}
+	}
+	for round := 0; round < 40; round++ {
+		for i := 0; i < 2000; i++ {
+			x := wk{int64(rng.IntN(2)), string(key(rng.IntN(5000)))}
+			if _, ok := live[x]; ok {
+				continue
+			}
+			s, isNew := tab.Lookup(x.w, []byte(x.k))
+			if !isNew {
+				t.Fatalf("round %d: key %q found though evicted", round, x.k)
+			}
+			live[x] = s
+		}
+		check(round)
+		// Window 0 loses a share between none and all, window 1 a few.
+		share := []int{0, 10, 50, 100}[round%4]
+		var gone []uint32
+		for x, s := range live {
+			if x.w == 0 && rng.IntN(100) < share || x.w == 1 && rng.IntN(100) < 5 {
+				gone = append(gone, s)
+				delete(live, x)
+			}
+		}
+		tab.evictMany(gone)
+		check(round)
+		for x, s := range live { // one by one after
+			if rng.IntN(10) == 0 {
+				tab.evict(s)
+				delete(live, x)
+			}
+		}
+		check(round)
+		nk := key(100000 + 2*round) // never added
+		s, isNew := tab.Lookup(0, nk)
+		if !isNew {
+			t.Fatalf("round %d: a key never added found", round)
+		}
+		live[wk{0, string(nk)}] = s
+	}
+}

@@ -337,6 +337,7 @@ func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error, del func(
 	if a.sessions != nil {
 		return a.sessionChanges(put, del)
 	}
+	var gone []uint32
 	for _, s := range a.Table.Dirty() {
 		m := a.Table.Meta(s)
 		a.encBuf = a.Table.Encode(a.encBuf[:0], s)
@@ -348,9 +349,10 @@ func (a *Aggregator) Changes(put func(ref StateRef, val []byte) error, del func(
 			// Its rows are stored now, as a partial: the slot leaves
 			// memory, or the next commit would store them again. The key
 			// coming back makes a new blind slot, which costs no read.
-			a.Table.evict(s)
+			gone = append(gone, s)
 		}
 	}
+	a.Table.evictMany(gone)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package rescale
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -181,8 +180,10 @@ func (p *plan) copies() ([]map[string][]byte, error) {
 		out[q] = map[string][]byte{}
 	}
 	for part := range int32(p.n) {
-		var lastGroup []byte
-		seq := uint64(0)
+		// A group's deltas are numbered 0, 1, ... in key order: its
+		// classic deltas are adjacent in that order, its deltas in runs
+		// (one per run, state's runs.go) are not, hence a count per group.
+		seqs := map[string]uint64{}
 		for _, key := range p.sortedKeys(part) {
 			sk, err := state.ParseStateKey(name, []byte(key))
 			if err != nil {
@@ -192,14 +193,15 @@ func (p *plan) copies() ([]map[string][]byte, error) {
 				continue
 			}
 			q := int32(int(sk.KG) % p.m)
-			nk := state.MovedKey(name, []byte(key), q)
+			from := []byte(key)
+			if sk.Run { // moved as a classic delta: the run stays behind
+				from = state.RunEntryAsDelta(name, from)
+			}
+			nk := state.MovedKey(name, from, q)
 			if sk.Delta {
-				g := state.DeltaGroup([]byte(key))
-				if !bytes.Equal(g, lastGroup) {
-					lastGroup, seq = bytes.Clone(g), 0
-				}
-				nk = state.WithDeltaID(nk, state.DeltaID{Gen: state.MovedDeltaGen, Seq: seq})
-				seq++
+				g := string(state.DeltaGroup(from))
+				nk = state.WithDeltaID(nk, state.DeltaID{Gen: state.MovedDeltaGen, Seq: seqs[g]})
+				seqs[g]++
 			}
 			out[q][string(nk)] = p.state[part][key]
 		}

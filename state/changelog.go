@@ -64,6 +64,11 @@ func DecodeChange(v []byte) ([]byte, error) {
 // of each key it removes: the keys stored now, and the keys this batch
 // set before it. key and val are valid during the call.
 func (b *Batch) EachChange(fn func(key, val []byte) error) error {
+	// A commit's runs (runs.go) hold only new keys, which nothing in the
+	// batch deletes: they come first, as they are written first.
+	if err := b.eachRunChange(fn); err != nil {
+		return err
+	}
 	return b.s.eachChange(b.b, fn)
 }
 

@@ -66,12 +66,14 @@ func appendDeltaKeyID(dst []byte, id DeltaID) []byte {
 // commit like the evicted groups.
 func (p *Pending) PutDelta(window int64, kg uint16, key []byte, id DeltaID, val []byte) error {
 	p.kbuf = appendDeltaKey(p.kbuf[:0], p.stream, window, kg, key, id)
+	p.deltas++
 	return p.b.Set(p.kbuf, val, nil)
 }
 
 // ScanDeltas is ScanWindow over the window's deltas: each comes with its
 // group's key group and key (its id stripped), a group's deltas one after
 // another, in (key group, key) order.
-func (p *Pending) ScanDeltas(window int64, groups []uint16) *WindowScan {
-	return &WindowScan{p: p, window: window, groups: groups, deltas: true}
+// The window's runs (runs.go) are merged in.
+func (p *Pending) ScanDeltas(window int64, groups []uint16) *DeltaScan {
+	return &DeltaScan{p: p, window: window, groups: groups}
 }

@@ -4,11 +4,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // scanAll lists a cursor's entries as "kg/key=val".
-func scanAll(t *testing.T, sc *WindowScan) []string {
+func scanAll(t *testing.T, sc interface {
+	Next() (uint16, []byte, []byte, bool)
+	Close() error
+}) []string {
 	t.Helper()
 	var out []string
 	for {
@@ -24,13 +28,37 @@ func scanAll(t *testing.T, sc *WindowScan) []string {
 	return out
 }
 
+// byGroup sorts each group's consecutive entries ("kg/key=val") by value.
+func byGroup(l []string) []string {
+	out := slices.Clone(l)
+	group := func(x string) string { return x[:strings.IndexByte(x, '=')] }
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && group(out[j]) == group(out[i]) {
+			j++
+		}
+		slices.Sort(out[i:j])
+		i = j
+	}
+	return out
+}
+
 // TestGroupDeltas: a window's groups and deltas, some committed and some
 // pending, in several key groups and the NULL key's: ScanWindow sees the
 // groups only, ScanDeltas the deltas only, each under its group's key
 // group and key, in (key group, key) order, a group's deltas together;
 // DeleteWindowGroups and DropMovedGroups take deltas with their groups.
+//
+// With runs, the commit's partials are ingested as runs (runs.go), the
+// evicted ones stay classic: the scans merge both.
 func TestGroupDeltas(t *testing.T) {
-	st, err := Open(t.TempDir(), nil)
+	for _, runs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("runs=%v", runs), func(t *testing.T) { testGroupDeltas(t, runs) })
+	}
+}
+
+func testGroupDeltas(t *testing.T, runs bool) {
+	st, err := Open(t.TempDir(), nil, Options{MinRunPartials: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +102,22 @@ func TestGroupDeltas(t *testing.T) {
 	w.PutDelta(8, 3, key(1), DeltaID{}, []byte("other"))
 	none := st.NewPending(scope)
 	defer none.Close()
+	if runs {
+		if _, err := none.OpenRuns(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := b.AbsorbSorted(none, &w); err != nil {
 		t.Fatal(err)
 	}
+	if got := b.runs != nil && len(b.runs.paths) == 2; got != runs {
+		t.Fatalf("runs written: %v, want %v", got, runs)
+	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
+	}
+	if dropped, err := st.NewPending(scope).OpenRuns(); err != nil || dropped != 0 {
+		t.Fatalf("committed runs dropped at open: %d, %v", dropped, err)
 	}
 	// The deltas as ScanDeltas must list them: by (kg, key), then by id.
 	type d struct {
@@ -113,7 +152,9 @@ func TestGroupDeltas(t *testing.T) {
 		if got := scanAll(t, p.ScanWindow(7, groups)); !slices.Equal(got, wantGroups) {
 			t.Fatalf("groups %v: ScanWindow\n got %v\nwant %v", groups, got, wantGroups)
 		}
-		if got := scanAll(t, p.ScanDeltas(7, groups)); !slices.Equal(got, wantDeltas) {
+		// A group's partials come together, in no set order: they merge
+		// exactly (runs come by group key, each run's after the classic).
+		if got := scanAll(t, p.ScanDeltas(7, groups)); !slices.Equal(byGroup(got), byGroup(wantDeltas)) {
 			t.Fatalf("groups %v: ScanDeltas\n got %v\nwant %v", groups, got, wantDeltas)
 		}
 	}

@@ -64,6 +64,12 @@ type Pending struct {
 	stream string
 	b      *pebble.Batch // indexed: reads through it see the store beneath
 	kbuf   []byte
+	// nextRun is the id of the next run of partials a commit ingests
+	// (runs.go): past every run stored when the task opened (OpenRuns).
+	nextRun  uint64
+	runsOpen bool
+	runsIn   map[int64]int // runs per window (maxWindowRuns)
+	deltas   int           // partials among the pending writes
 }
 
 // NewPending starts an empty set of evicted groups of stream.
@@ -215,6 +221,9 @@ func (w *WindowScan) Next() (kg uint16, key, val []byte, ok bool) {
 // key (a delta's id stripped).
 func (w *WindowScan) entry() (kg uint16, key []byte, ok bool) {
 	_, kg, key, err := decodeGroupKey(w.it.Key(), w.pl)
+	if err == nil && w.deltas && kg == runKG {
+		return kg, nil, true // runs (runs.go) follow the deltas: no key group's
+	}
 	if err == nil && w.deltas {
 		if len(key) < deltaIDLen {
 			err = errCorruptKey
@@ -238,6 +247,13 @@ func (w *WindowScan) nextAny() (kg uint16, key, val []byte, ok bool) {
 	}
 	if !valid {
 		return 0, nil, nil, false
+	}
+	if k := w.it.Key(); w.deltas && len(k) >= w.pl+10 && binary.BigEndian.Uint16(k[w.pl+8:]) == runKG {
+		// The runs (runs.go) sit between the key groups' deltas and the
+		// NULL key's; DeltaScan reads them.
+		if !w.it.SeekGE(binary.BigEndian.AppendUint16(GroupKey(w.p.stream, w.window, 0, nil)[:w.pl+8], nullDeltaKG)) {
+			return 0, nil, nil, false
+		}
 	}
 	kg, key, ok = w.entry()
 	if ok && !w.deltas && isDeltaKG(kg) {
@@ -315,6 +331,7 @@ func (b *Batch) Absorb(p *Pending) error {
 		return fmt.Errorf("state of %s: %w", b.stream, err)
 	}
 	p.b.Reset()
+	p.deltas = 0
 	return nil
 }
 
@@ -332,6 +349,15 @@ func (b *Batch) DeleteGroup(window int64, kg uint16, key []byte) error {
 // the key groups given: a range deletion per key group, whatever their number;
 // nil groups: the whole window, one range deletion.
 func (b *Batch) DeleteWindowGroups(window int64, groups []uint16) error {
+	if groups != nil {
+		// The window's runs (runs.go) mix key groups: their entries of
+		// these go one by one.
+		if err := b.deleteRunEntries(window, groups); err != nil {
+			return err
+		}
+	} else if b.runs != nil {
+		b.runs.dropWindow(window)
+	}
 	if groups == nil {
 		lo := binary.BigEndian.AppendUint64(streamPrefix(prefixGroup, b.scope), uint64(window)^(1<<63))
 		return b.b.DeleteRange(lo, bumped(lo), nil)

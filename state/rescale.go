@@ -34,7 +34,12 @@ type StateKey struct {
 	// group's, NullGroup for the NULL key); Delta marks a group's delta.
 	KG    uint16
 	Delta bool
-	Name  string // a task value's name
+	// Run marks a delta stored in a run (state's runs.go): RunEntryAsDelta
+	// is its key as a classic delta's. RunMarker is a run's marker: it
+	// belongs to no key group (KG is NullGroup) and stays with the
+	// partition.
+	Run, RunMarker bool
+	Name           string // a task value's name
 }
 
 // ParseStateKey parses a changelog key of stream's partition state.
@@ -63,6 +68,16 @@ func ParseStateKey(stream string, key []byte) (StateKey, error) {
 		}
 		stored := binary.BigEndian.Uint16(rest[9:])
 		k.KG, k.Delta = realKG(stored), stored == nullDeltaKG || isDeltaKG(stored)
+		if stored == runKG { // a run's entry or marker (runs.go)
+			switch {
+			case len(rest) == 11+8: // the marker: no key group's, never moved
+				k.KG, k.Delta, k.RunMarker = NullGroup, false, true
+			case len(rest) >= 11+8+2+deltaIDLen:
+				k.KG, k.Run = realKG(binary.BigEndian.Uint16(rest[19:])), true
+			default:
+				return StateKey{}, errCorruptKey
+			}
+		}
 	default:
 		return StateKey{}, fmt.Errorf("%w: %q is not a key of a partition's state", errCorruptKey, key)
 	}

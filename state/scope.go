@@ -131,11 +131,29 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 	if err != nil {
 		return 0, 0, err
 	}
+	// Runs (runs.go) mix key groups in one range: their moved entries go
+	// one by one.
+	var runDels [][]byte
 	for it.First(); it.Valid(); it.Next() {
-		_, kg, _, err := decodeGroupKey(it.Key(), len(gpre))
+		k := it.Key()
+		_, kg, rest, err := decodeGroupKey(k, len(gpre))
 		if err != nil {
 			it.Close()
 			return 0, 0, err
+		}
+		if kg == runKG {
+			if len(rest) == 8 {
+				continue // a run's marker
+			}
+			if len(rest) < 8+2+deltaIDLen {
+				it.Close()
+				return 0, 0, errCorruptKey
+			}
+			if g := realKG(binary.BigEndian.Uint16(rest[8:])); !owned(g) {
+				count(g)
+				runDels = append(runDels, bytes.Clone(k))
+			}
+			continue
 		}
 		count(realKG(kg)) // a delta counts as an entry of its group's key group
 	}
@@ -160,7 +178,8 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		// (kept) follows.
 		ghi, dhi := r[1], deltaKG(r[1])
 		if r[1] == NullGroup {
-			ghi, dhi = deltaKGBit, nullDeltaKG
+			// not past the runs, which follow every group's deltas
+			ghi, dhi = deltaKGBit, runKG
 		}
 		for _, w := range windows {
 			if err := b.b.DeleteRange(GroupKey(scope, w, r[0], nil), GroupKey(scope, w, ghi, nil), nil); err != nil {
@@ -169,6 +188,11 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 			if err := b.b.DeleteRange(GroupKey(scope, w, deltaKG(r[0]), nil), GroupKey(scope, w, dhi, nil), nil); err != nil {
 				return 0, 0, err
 			}
+		}
+	}
+	for _, k := range runDels {
+		if err := b.b.Delete(k, nil); err != nil {
+			return 0, 0, err
 		}
 	}
 	if err := b.Commit(); err != nil {

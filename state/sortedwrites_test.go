@@ -13,6 +13,13 @@ import (
 // merged in store-key order, a key in both keeps the commit's value, and
 // what is stored afterwards is exactly what was written.
 func TestAbsorbSorted(t *testing.T) {
+	// 3,000 writes are sorted whole, 40,000 bucketed first (sort).
+	for _, n := range []int{3000, 40000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testAbsorbSorted(t, n) })
+	}
+}
+
+func testAbsorbSorted(t *testing.T, n int) {
 	st, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -27,13 +34,13 @@ func TestAbsorbSorted(t *testing.T) {
 	// key in both, the write is what must be stored.
 	pend, wrote := map[string]string{}, map[string]string{}
 	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{1}, uint64(i)) }
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < n; i++ {
 		win := int64(rng.IntN(3)-1) * 3600_000
 		kg := uint16(rng.IntN(4))
 		if rng.IntN(10) == 0 {
 			kg = NullGroup
 		}
-		k := key(rng.IntN(500))
+		k := key(rng.IntN(n / 6))
 		v := fmt.Sprintf("v%d", i)
 		switch rng.IntN(4) {
 		case 0: // evicted

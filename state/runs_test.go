@@ -1,0 +1,191 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// TestRunsAtomicWithOffsets: a commit's partials go to a run, ingested
+// before the batch holding the input offset and the run's marker. A crash
+// between the two (simulated: the run ingested, the batch never written,
+// the store closed) must leave, once the task reopens, neither the
+// partials nor the offset; a commit written whole must leave both, and
+// its changelog (EachChange) must carry every partial, so a store rebuilt
+// from it scans the same.
+func TestRunsAtomicWithOffsets(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, nil, Options{MinRunPartials: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := Scope("s", 0)
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{1}, uint64(i)) }
+	var changelog [][2][]byte
+	commit := func(from, to int, offset int64, whole bool) {
+		t.Helper()
+		p := st.NewPending(scope)
+		defer p.Close()
+		if _, err := p.OpenRuns(); err != nil {
+			t.Fatal(err)
+		}
+		var w GroupWrites
+		for i := from; i < to; i++ {
+			w.PutDelta(7, uint16(i%3), key(i%20), DeltaID{Gen: uint64(offset), Seq: uint64(i)}, []byte(fmt.Sprint(i)))
+		}
+		b := st.NewScopedBatch("s", 0)
+		defer b.Close()
+		if err := b.AbsorbSorted(p, &w); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PutPartition(0, PartitionMeta{Offset: offset}); err != nil {
+			t.Fatal(err)
+		}
+		if b.runs == nil || len(b.runs.paths) != 1 {
+			t.Fatal("no run written")
+		}
+		if !whole {
+			if err := b.ingestRuns(); err != nil { // and then the crash
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := b.EachChange(func(k, v []byte) error {
+			changelog = append(changelog, [2][]byte{slices.Clone(k), slices.Clone(v)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan := func(st *Store) []string {
+		t.Helper()
+		p := st.NewPending(scope)
+		defer p.Close()
+		if _, err := p.OpenRuns(); err != nil {
+			t.Fatal(err)
+		}
+		return byGroup(scanAll(t, p.ScanDeltas(7, nil)))
+	}
+	offset := func(st *Store) int64 {
+		t.Helper()
+		parts, err := st.Partitions("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parts[0].Offset
+	}
+
+	commit(0, 30, 100, true)
+	want := scan(st)
+	if len(want) != 30 {
+		t.Fatalf("%d partials after the first commit, want 30", len(want))
+	}
+	commit(30, 60, 200, false) // crashes after its ingest
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Open(dir, nil, Options{MinRunPartials: 8}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	if got := scan(st); !slices.Equal(got, want) || offset(st) != 100 {
+		t.Fatalf("after a crash between a run's ingest and its batch: offset %d (want 100), partials\n got %v\nwant %v", offset(st), got, want)
+	}
+	// The input since offset 100 is read again and committed whole.
+	commit(30, 60, 200, true)
+	want = scan(st)
+	if len(want) != 60 || offset(st) != 200 {
+		t.Fatalf("after the replayed commit: offset %d, %d partials (want 200, 60)", offset(st), len(want))
+	}
+
+	moved, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	r := moved.NewRestore("s", 0)
+	for _, c := range changelog {
+		if err := r.Apply(c[0], EncodeChange(c[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Write(int64(len(changelog))); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if got := scan(moved); !slices.Equal(got, want) || offset(moved) != 200 {
+		t.Fatalf("restored from the changelog: offset %d, partials\n got %v\nwant %v", offset(moved), got, want)
+	}
+}
+
+// TestWindowRunsBounded: a window gets at most maxWindowRuns runs, across
+// a restart too; later commits' partials of it go into their batches, and
+// the close still sees every partial.
+func TestWindowRunsBounded(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, nil, Options{MinRunPartials: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	scope := Scope("s", 0)
+	runs := func() int {
+		t.Helper()
+		lo, hi := runsOf(scope, 7)
+		it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			if len(it.Key()) == len(lo)+8 {
+				n++
+			}
+		}
+		return n
+	}
+	n := 0
+	commits := func(p *Pending, count int) {
+		t.Helper()
+		for range count {
+			var w GroupWrites
+			w.PutDelta(7, 1, []byte{1, byte(n)}, DeltaID{Seq: uint64(n)}, []byte("x"))
+			n++
+			b := st.NewScopedBatch("s", 0)
+			if err := b.AbsorbSorted(p, &w); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p := st.NewPending(scope)
+	if _, err := p.OpenRuns(); err != nil {
+		t.Fatal(err)
+	}
+	commits(p, maxWindowRuns-2)
+	p.Close()
+	if got := runs(); got != maxWindowRuns-2 {
+		t.Fatalf("%d runs after %d commits", got, maxWindowRuns-2)
+	}
+	p = st.NewPending(scope) // restarted
+	defer p.Close()
+	if _, err := p.OpenRuns(); err != nil {
+		t.Fatal(err)
+	}
+	commits(p, 5)
+	if got := runs(); got != maxWindowRuns {
+		t.Fatalf("%d runs, want the bound %d", got, maxWindowRuns)
+	}
+	if got := scanAll(t, p.ScanDeltas(7, nil)); len(got) != n {
+		t.Fatalf("%d partials scanned, want %d", len(got), n)
+	}
+}
