@@ -784,3 +784,96 @@ func (l *lockedBuilder) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestRescaleEveryStateKind: SESSION, HOP and upsert (no window) state
+// moves as TUMBLE's does. Each stream's output after a 4 -> 8 rescale
+// equals a control app's, which ran the same rows on 4 partitions
+// throughout: sessions and hopping windows open across the rescale, and
+// every key's running totals, carry on.
+func TestRescaleEveryStateKind(t *testing.T) {
+	const from, to, span = 4, 8, 7 * minute
+	evs := input(11, 300, 6000, span)
+	half := len(evs) / 2
+	queries := map[string]string{
+		"sess": "SELECT k, ss, se, n, s FROM sess",
+		"hop":  "SELECT k, ws, n, s FROM hop",
+		// The closers differ by count (a key for each partition): only
+		// the input's keys, k0..k299, are compared.
+		"up": "SELECT k, MAX(n), MAX(s) FROM up WHERE k >= 'k' GROUP BY k",
+	}
+	run := func(rescaled bool) map[string][]string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		a := newApp(t, 2)
+		a.start(ctx)
+		defer a.stop()
+		a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, from),
+			fmt.Sprintf(`CREATE STREAM sess WITH (topic = '%ssess') AS SELECT k, SESSION_START(ts, INTERVAL '30' SECOND) AS ss, SESSION_END(ts, INTERVAL '30' SECOND) AS se, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, SESSION(ts, INTERVAL '30' SECOND)`, a.out),
+			fmt.Sprintf(`CREATE STREAM hop WITH (topic = '%shop') AS SELECT k, HOP_START(ts, INTERVAL '30' SECOND, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k, HOP(ts, INTERVAL '30' SECOND, INTERVAL '1' MINUTE)`, a.out),
+			fmt.Sprintf(`CREATE STREAM up WITH (topic = '%sup') AS SELECT k, COUNT(*) AS n, SUM(x) AS s FROM ev GROUP BY k`, a.out))
+		a.produce(ctx, evs[:half], from)
+		a.exec(ctx, "FLUSH")
+		n := from
+		if rescaled {
+			a.stop()
+			if err := a.k.CreatePartitions(ctx, a.topic, to); err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: to, DataDirs: a.dirs, Out: &b})
+			if err != nil {
+				t.Fatalf("rescale: %v\n%s", err, b.String())
+			}
+			if len(sum.Streams) != 3 {
+				t.Fatalf("summary %+v, want 3 streams\n%s", sum.Streams, b.String())
+			}
+			a.start(ctx)
+			n = to
+		}
+		a.produce(ctx, evs[half:], n)
+		a.produce(ctx, closers(n, span+10*minute), n)
+		a.exec(ctx, "FLUSH")
+		out := map[string][]string{}
+		for name, q := range queries {
+			out[name] = a.rows(ctx, q)
+		}
+		return out
+	}
+	want, got := run(false), run(true)
+	for name := range queries {
+		if len(want[name]) < 300 {
+			t.Fatalf("%s: the control has %d rows: the test shows nothing", name, len(want[name]))
+		}
+		if !slices.Equal(got[name], want[name]) {
+			t.Errorf("%s: %d rows after the rescale, %d in the control; first differences:\n%s", name, len(got[name]), len(want[name]), diff(got[name], want[name]))
+		}
+	}
+}
+
+// rows runs a query on the first node and returns its rows, each as its
+// values joined by spaces, sorted.
+func (a *app) rows(ctx context.Context, q string) []string {
+	a.t.Helper()
+	conn, err := pgx.Connect(ctx, "postgres://turbine@"+a.nodes[0].PGAddr()+"/turbine?sslmode=disable")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		a.t.Fatalf("%s: %v", q, err)
+	}
+	var out []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(vals), "["), "]"))
+	}
+	if err := rows.Err(); err != nil {
+		a.t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
