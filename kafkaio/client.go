@@ -249,6 +249,26 @@ func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 	return out, ferr
 }
 
+// LogEnds returns the log end offset (high watermark) of each partition of
+// topic: past the records of transactions still open, and past commit
+// markers not yet written (Kafka writes a transaction's markers after its
+// commit returns).
+func (k *Client) LogEnds(ctx context.Context, topic string) (map[int32]int64, error) {
+	lo, err := k.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list log end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var ferr error
+	lo.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = fmt.Errorf("log end offset of %s/%d: %w", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, ferr
+}
+
 // ProduceSync writes records and waits for every acknowledgement. A record
 // placed on a partition the client's metadata does not know yet (the topic
 // just grew) is sent again once metadata is refreshed.

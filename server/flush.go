@@ -135,7 +135,7 @@ func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err 
 					level = append(level, st)
 				}
 			}
-			ends, want := f.targets(ctx, level)
+			ends, want := f.targets(ctx, level, behind)
 			if !behind && round > 0 && sameEnds(prev, ends) {
 				// Nothing the first level reads moved since the last
 				// round: it ran to the end.
@@ -203,8 +203,9 @@ func (f *clusterFlush) fail(name string, err error) {
 
 // targets reads the end offsets of the topics a level's stages read, and
 // what a step over them must cover. A stage whose topic cannot be read
-// fails its streams.
-func (f *clusterFlush) targets(ctx context.Context, level []flushStage) (map[string]map[int32]int64, map[string]barrier.Stage) {
+// fails its streams. Behind a hop (settle), the ends are read once the
+// transactions the level before committed are readable (settledEnds).
+func (f *clusterFlush) targets(ctx context.Context, level []flushStage, settle bool) (map[string]map[int32]int64, map[string]barrier.Stage) {
 	ends := map[string]map[int32]int64{}
 	want := map[string]barrier.Stage{}
 	for _, st := range level {
@@ -212,7 +213,11 @@ func (f *clusterFlush) targets(ctx context.Context, level []flushStage) (map[str
 		e, ok := ends[topic]
 		if !ok {
 			var err error
-			if e, err = f.s.kafka.EndOffsets(ctx, topic); err != nil {
+			read := f.s.kafka.EndOffsets
+			if settle {
+				read = f.settledEnds
+			}
+			if e, err = read(ctx, topic); err != nil {
 				for _, name := range st.streams {
 					f.fail(name, err)
 				}
@@ -223,6 +228,45 @@ func (f *clusterFlush) targets(ctx context.Context, level []flushStage) (map[str
 		want[st.stage.Group()] = barrier.Stage{Partitions: st.stage.InputPartitions(), Streams: st.streams}
 	}
 	return ends, want
+}
+
+// settleTimeout bounds how long a FLUSH waits for a hop topic's
+// committed records to become readable.
+const settleTimeout = 5 * time.Second
+
+// settledEnds is the read_committed end of each partition of an internal
+// topic once it has reached the log end as it is now. Kafka writes a
+// transaction's commit markers after the commit returns, so right after
+// the first level's close committed its copies, a read_committed end can
+// still stop short of them: a step reading only to there would close
+// nothing of them, and no later round would (rounds follow the first
+// level's topics). The wait is bounded: a transaction the hop opened
+// since (new input) or a fenced writer's never commits in time, and then
+// the end as it stands is taken.
+func (f *clusterFlush) settledEnds(ctx context.Context, topic string) (map[int32]int64, error) {
+	logEnds, err := f.s.kafka.LogEnds(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		ends, err := f.s.kafka.EndOffsets(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		settled := true
+		for p, le := range logEnds {
+			settled = settled && ends[p] >= le
+		}
+		if settled || time.Now().After(deadline) {
+			return ends, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // step runs one step: here first; then, unless that covered every
