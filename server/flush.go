@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,15 +209,35 @@ func (f *clusterFlush) fail(name string, err error) {
 func (f *clusterFlush) targets(ctx context.Context, level []flushStage, settle bool) (map[string]map[int32]int64, map[string]barrier.Stage) {
 	ends := map[string]map[int32]int64{}
 	want := map[string]barrier.Stage{}
+	// The level's topics settle side by side, under one deadline.
+	read := f.s.kafka.EndOffsets
+	if settle {
+		deadline := time.Now().Add(settleTimeout)
+		read = func(ctx context.Context, topic string) (map[int32]int64, error) {
+			return f.settledEnds(ctx, topic, deadline)
+		}
+		var topics []string
+		for _, st := range level {
+			if t := st.stage.Topic(); !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+		settled := make([]map[int32]int64, len(topics))
+		errs := make([]error, len(topics))
+		eachConcurrently(topics, len(topics), func(t string) {
+			i := slices.Index(topics, t)
+			settled[i], errs[i] = read(ctx, t)
+		})
+		read = func(_ context.Context, topic string) (map[int32]int64, error) {
+			i := slices.Index(topics, topic)
+			return settled[i], errs[i]
+		}
+	}
 	for _, st := range level {
 		topic := st.stage.Topic()
 		e, ok := ends[topic]
 		if !ok {
 			var err error
-			read := f.s.kafka.EndOffsets
-			if settle {
-				read = f.settledEnds
-			}
 			if e, err = read(ctx, topic); err != nil {
 				for _, name := range st.streams {
 					f.fail(name, err)
@@ -230,9 +251,10 @@ func (f *clusterFlush) targets(ctx context.Context, level []flushStage, settle b
 	return ends, want
 }
 
-// settleTimeout bounds how long a FLUSH waits for a hop topic's
-// committed records to become readable.
-const settleTimeout = 5 * time.Second
+// settleTimeout bounds how long a FLUSH step waits for the hop topics'
+// committed records to become readable (their markers land within
+// milliseconds; an open transaction may not end for a minute).
+const settleTimeout = 2 * time.Second
 
 // settledEnds is the read_committed end of each partition of an internal
 // topic once it has reached the log end as it is now. Kafka writes a
@@ -243,12 +265,11 @@ const settleTimeout = 5 * time.Second
 // level's topics). The wait is bounded: a transaction the hop opened
 // since (new input) or a fenced writer's never commits in time, and then
 // the end as it stands is taken.
-func (f *clusterFlush) settledEnds(ctx context.Context, topic string) (map[int32]int64, error) {
+func (f *clusterFlush) settledEnds(ctx context.Context, topic string, deadline time.Time) (map[int32]int64, error) {
 	logEnds, err := f.s.kafka.LogEnds(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(settleTimeout)
 	for {
 		ends, err := f.s.kafka.EndOffsets(ctx, topic)
 		if err != nil {
