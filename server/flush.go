@@ -56,8 +56,12 @@ const (
 func (s *Server) flush(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		failed, err := s.flushStages(ctx)
-		if err != nil || len(failed) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(failed) == 0 {
+			s.settleOutputs(ctx)
+			return nil
 		}
 		if attempt == flushRecoveries || !allAborted(failed) {
 			return flushFailures(failed)
@@ -66,6 +70,30 @@ func (s *Server) flush(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// settleOutputs waits, up to settleTimeout, until what the FLUSH
+// committed to the exactly-once streams' output topics is readable
+// read_committed: Kafka writes a transaction's commit markers after the
+// commit returns, and a SELECT on a stream right after FLUSH must see its
+// panes. Past the bound the FLUSH returns anyway (an open transaction of
+// new input may not end for a while; its rows are not the FLUSH's).
+func (s *Server) settleOutputs(ctx context.Context) {
+	s.mu.Lock()
+	var topics []string
+	for _, r := range s.streams {
+		if r.def != nil && r.final != nil && r.def.Options.Guarantee == "exactly_once" && !slices.Contains(topics, r.def.Topic) {
+			topics = append(topics, r.def.Topic)
+		}
+	}
+	s.mu.Unlock()
+	f := &clusterFlush{s: s}
+	deadline := time.Now().Add(settleTimeout)
+	eachConcurrently(topics, len(topics), func(t string) {
+		if _, err := f.settledEnds(ctx, t, deadline); err != nil {
+			s.log.Debug("FLUSH: cannot read the ends of an output topic", "topic", t, "err", err)
+		}
+	})
 }
 
 // flushStage is a stage a FLUSH runs, with the streams it serves.
