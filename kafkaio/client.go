@@ -235,18 +235,7 @@ func allLed(t kadm.TopicDetail) bool {
 // record of a transaction still open; the log end when none is).
 func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	lo, err := k.adm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	out := map[int32]int64{}
-	var ferr error
-	lo.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			ferr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
-		}
-		out[o.Partition] = o.Offset
-	})
-	return out, ferr
+	return listedOffsets(lo, err, topic, "end offset")
 }
 
 // LogEnds returns the log end offset (high watermark) of each partition of
@@ -255,14 +244,21 @@ func (k *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 // commit returns).
 func (k *Client) LogEnds(ctx context.Context, topic string) (map[int32]int64, error) {
 	lo, err := k.adm.ListEndOffsets(ctx, topic)
+	return listedOffsets(lo, err, topic, "log end offset")
+}
+
+// listedOffsets turns a ListOffsets answer into each partition's offset,
+// or the first error (what names the offset listed, for the message).
+func listedOffsets(lo kadm.ListedOffsets, err error, topic, what string) (map[int32]int64, error) {
 	if err != nil {
-		return nil, fmt.Errorf("list log end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list %ss of %s: %w", what, topic, err)
 	}
 	out := map[int32]int64{}
 	var ferr error
 	lo.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
-			ferr = fmt.Errorf("log end offset of %s/%d: %w", topic, o.Partition, o.Err)
+			ferr = fmt.Errorf("%s of %s/%d: %w", what, topic, o.Partition, o.Err)
+			return
 		}
 		out[o.Partition] = o.Offset
 	})

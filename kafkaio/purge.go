@@ -11,19 +11,7 @@ import (
 // the first offset a reader can still fetch.
 func (k *Client) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	lo, err := k.adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
-	}
-	out := map[int32]int64{}
-	var ferr error
-	lo.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			ferr = fmt.Errorf("start offset of %s/%d: %w", topic, o.Partition, o.Err)
-			return
-		}
-		out[o.Partition] = o.Offset
-	})
-	return out, ferr
+	return listedOffsets(lo, err, topic, "start offset")
 }
 
 // DeleteRecordsBefore makes the records of topic below to[p] unreadable

@@ -87,13 +87,10 @@ func (s *Server) settleOutputs(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
-	f := &clusterFlush{s: s}
-	deadline := time.Now().Add(settleTimeout)
-	eachConcurrently(topics, len(topics), func(t string) {
-		if _, err := f.settledEnds(ctx, t, deadline); err != nil {
-			s.log.Debug("FLUSH: cannot read the ends of an output topic", "topic", t, "err", err)
-		}
-	})
+	_, errs := s.settledEnds(ctx, topics)
+	for t, err := range errs {
+		s.log.Debug("FLUSH: cannot read the ends of an output topic", "topic", t, "err", err)
+	}
 }
 
 // flushStage is a stage a FLUSH runs, with the streams it serves.
@@ -237,28 +234,17 @@ func (f *clusterFlush) fail(name string, err error) {
 func (f *clusterFlush) targets(ctx context.Context, level []flushStage, settle bool) (map[string]map[int32]int64, map[string]barrier.Stage) {
 	ends := map[string]map[int32]int64{}
 	want := map[string]barrier.Stage{}
-	// The level's topics settle side by side, under one deadline.
 	read := f.s.kafka.EndOffsets
 	if settle {
-		deadline := time.Now().Add(settleTimeout)
-		read = func(ctx context.Context, topic string) (map[int32]int64, error) {
-			return f.settledEnds(ctx, topic, deadline)
-		}
 		var topics []string
 		for _, st := range level {
 			if t := st.stage.Topic(); !slices.Contains(topics, t) {
 				topics = append(topics, t)
 			}
 		}
-		settled := make([]map[int32]int64, len(topics))
-		errs := make([]error, len(topics))
-		eachConcurrently(topics, len(topics), func(t string) {
-			i := slices.Index(topics, t)
-			settled[i], errs[i] = read(ctx, t)
-		})
+		settled, errs := f.s.settledEnds(ctx, topics)
 		read = func(_ context.Context, topic string) (map[int32]int64, error) {
-			i := slices.Index(topics, topic)
-			return settled[i], errs[i]
+			return settled[topic], errs[topic]
 		}
 	}
 	for _, st := range level {
@@ -284,8 +270,9 @@ func (f *clusterFlush) targets(ctx context.Context, level []flushStage, settle b
 // milliseconds; an open transaction may not end for a minute).
 const settleTimeout = 2 * time.Second
 
-// settledEnds is the read_committed end of each partition of an internal
-// topic once it has reached the log end as it is now. Kafka writes a
+// settledEnds reads the read_committed end of each partition of topics
+// (side by side, under one settleTimeout) once it has reached the log end
+// as it is now. Kafka writes a
 // transaction's commit markers after the commit returns, so right after
 // the first level's close committed its copies, a read_committed end can
 // still stop short of them: a step reading only to there would close
@@ -293,13 +280,31 @@ const settleTimeout = 2 * time.Second
 // level's topics). The wait is bounded: a transaction the hop opened
 // since (new input) or a fenced writer's never commits in time, and then
 // the end as it stands is taken.
-func (f *clusterFlush) settledEnds(ctx context.Context, topic string, deadline time.Time) (map[int32]int64, error) {
-	logEnds, err := f.s.kafka.LogEnds(ctx, topic)
+func (s *Server) settledEnds(ctx context.Context, topics []string) (map[string]map[int32]int64, map[string]error) {
+	deadline := time.Now().Add(settleTimeout)
+	var mu sync.Mutex
+	ends, errs := map[string]map[int32]int64{}, map[string]error{}
+	eachConcurrently(topics, len(topics), func(t string) {
+		e, err := s.settledEnd(ctx, t, deadline)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs[t] = err
+			return
+		}
+		ends[t] = e
+	})
+	return ends, errs
+}
+
+// settledEnd is settledEnds of one topic, until deadline.
+func (s *Server) settledEnd(ctx context.Context, topic string, deadline time.Time) (map[int32]int64, error) {
+	logEnds, err := s.kafka.LogEnds(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		ends, err := f.s.kafka.EndOffsets(ctx, topic)
+		ends, err := s.kafka.EndOffsets(ctx, topic)
 		if err != nil {
 			return nil, err
 		}
