@@ -100,8 +100,15 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 			env.Log.Info("moved state into the partition's scope", "partition", env.Partition, "entries", moved)
 		}
 	}
-	if cached && !h.eager && !h.Merge && (h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION") {
-		return h.openCached(gs)
+	if cached && !h.eager && !h.Merge {
+		switch {
+		case h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION":
+			return h.openCached(gs)
+		case h.EmitEvery == 0:
+			// (Early fires of sessions list every open one: they stay
+			// in memory.)
+			return h.openSessionCache(gs)
+		}
 	}
 	return env.Store.AccsOfGroups(h.scope(), nil, func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
@@ -548,6 +555,9 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		}
 	}
 	h.draining = h.draining[:0]
+	if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
+		return h.commitSessions(c)
+	}
 	if h.Plan.Window != nil {
 		return h.commitWindowed(c)
 	}

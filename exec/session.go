@@ -22,12 +22,16 @@ type session struct {
 	kg         uint16
 	stored     bool  // in the state store, under storedAt
 	storedAt   int64 // the start it was written under
+	storedEnd  int64 // the end it was written with (the index's entry)
 }
 
 type sessions struct {
 	byKey  map[string][]*session
 	bySlot map[uint32]*session
 	dels   []StateRef // state entries of sessions merged away or moved
+	// store holds the keys not in memory (nil: every key is;
+	// sessioncache.go).
+	store SessionStore
 }
 
 func newSessions() *sessions {
@@ -50,6 +54,11 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 	}
 	a.rows.Encode(keys, n)
 	gap, ss := a.Window.Gap, a.sessions
+	if ss.store != nil {
+		if err := a.loadSessionMisses(keys, ts, keep, n); err != nil {
+			return nil, err
+		}
+	}
 	redirect := map[uint32]uint32{}
 	var freed []uint32
 	slots := a.slots[:0]
@@ -97,7 +106,9 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 				}
 				redirect[other.slot] = target.slot
 				freed = append(freed, other.slot)
-				ss.retire(other)
+				if err := ss.retire(other); err != nil {
+					return nil, err
+				}
 				list = ss.byKey[target.key]
 				ss.byKey[target.key] = slices.DeleteFunc(list, func(x *session) bool { return x == other })
 			}
@@ -132,12 +143,24 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 	return late, nil
 }
 
-// retire forgets a session merged into another, deleting its state entry.
-func (ss *sessions) retire(s *session) {
-	if s.stored {
-		ss.dels = append(ss.dels, StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt})
-	}
+// retire forgets a session merged into another or closed, deleting its
+// state entry (and, cached, its index entry). Cached, the deletions go to
+// the store at once: a later read of the key must not find the session.
+func (ss *sessions) retire(s *session) error {
 	delete(ss.bySlot, s.slot)
+	if !s.stored {
+		return nil
+	}
+	ref := StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt}
+	if ss.store == nil {
+		ss.dels = append(ss.dels, ref)
+		return nil
+	}
+	if err := ss.store.Keep(ref, nil); err != nil {
+		return err
+	}
+	ref.Window, ref.Ends = s.storedEnd, true
+	return ss.store.Keep(ref, nil)
 }
 
 // dueSessions lists the sessions wm has closed, by end then key.
@@ -179,7 +202,11 @@ func (a *Aggregator) emitSessions(list []*session) (*Batch, error) {
 // CloseSessions emits the sessions wm has closed and forgets them; their
 // state entries are deleted at the next Changes.
 func (a *Aggregator) CloseSessions(wm int64) (*Batch, error) {
-	due := a.dueSessions(wm)
+	return a.closeSessions(a.dueSessions(wm))
+}
+
+// closeSessions emits the sessions due (sorted) and forgets them.
+func (a *Aggregator) closeSessions(due []*session) (*Batch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
@@ -189,7 +216,9 @@ func (a *Aggregator) CloseSessions(wm int64) (*Batch, error) {
 	}
 	ss := a.sessions
 	for _, s := range due {
-		ss.retire(s)
+		if err := ss.retire(s); err != nil {
+			return nil, err
+		}
 		ss.byKey[s.key] = slices.DeleteFunc(ss.byKey[s.key], func(x *session) bool { return x == s })
 		if len(ss.byKey[s.key]) == 0 {
 			delete(ss.byKey, s.key)
@@ -224,20 +253,48 @@ func (a *Aggregator) sessionChanges(put func(ref StateRef, val []byte) error, de
 		if s == nil {
 			continue
 		}
-		if s.stored && s.storedAt != s.start {
-			if err := del(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt}); err != nil {
-				return err
-			}
-		}
-		val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
-		val = a.Table.Encode(val, slot)
-		a.encBuf = val
-		if err := put(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.start}, val); err != nil {
+		if _, err := a.writeSession(s, put, del); err != nil {
 			return err
 		}
-		s.stored, s.storedAt = true, s.start
 	}
 	return nil
+}
+
+// writeSession writes session s as it stands (put, del): its entry under
+// its start, the one under the start it was stored with deleted when the
+// start moved; cached, also its index entry under its end, moved the same
+// way. It returns the bytes written.
+func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte) error, del func(ref StateRef) error) (int, error) {
+	indexed := a.sessions.store != nil
+	ref := StateRef{KG: s.kg, Key: []byte(s.key)}
+	if s.stored && s.storedAt != s.start {
+		ref.Window = s.storedAt
+		if err := del(ref); err != nil {
+			return 0, err
+		}
+	}
+	moved := !s.stored || s.storedEnd != s.end
+	if indexed && s.stored && moved {
+		ref.Window, ref.Ends = s.storedEnd, true
+		if err := del(ref); err != nil {
+			return 0, err
+		}
+	}
+	val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
+	val = a.Table.Encode(val, s.slot)
+	a.encBuf = val
+	ref.Window, ref.Ends = s.start, false
+	if err := put(ref, val); err != nil {
+		return 0, err
+	}
+	if indexed && moved {
+		ref.Window, ref.Ends = s.end, true
+		if err := put(ref, binary.BigEndian.AppendUint64(nil, uint64(s.start))); err != nil {
+			return 0, err
+		}
+	}
+	s.stored, s.storedAt, s.storedEnd = true, s.start, s.end
+	return len(val) + len(s.key), nil
 }
 
 var errSessionState = errors.New("exec: corrupt session state")
@@ -247,8 +304,9 @@ func (a *Aggregator) restoreSession(ref StateRef, val []byte) error {
 	if len(val) < 8 {
 		return errSessionState
 	}
-	s := &session{key: string(ref.Key), start: ref.Window, end: int64(binary.BigEndian.Uint64(val)), kg: ref.KG,
-		stored: true, storedAt: ref.Window}
+	end := int64(binary.BigEndian.Uint64(val))
+	s := &session{key: string(ref.Key), start: ref.Window, end: end, kg: ref.KG,
+		stored: true, storedAt: ref.Window, storedEnd: end}
 	s.slot = a.Table.allocBare(s.start)
 	a.Table.Meta(s.slot).KG = s.kg
 	ss := a.sessions
