@@ -208,6 +208,22 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode 
 	collect()
 	r.commit(int64(len(rows)))
 	stop()
+	if p.Window != nil {
+		// Every window (session) has closed: nothing of them may be
+		// left in the state (a session's index entries included).
+		left := 0
+		if err := store.EachScopeKey("s", 0, func(key, _ []byte) error {
+			if sk, err := state.ParseStateKey("s", key); err == nil && (sk.Kind == state.KindAcc || sk.Kind == state.KindGroup) {
+				left++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if left > 0 {
+			t.Fatalf("%d state entries left after every window closed", left)
+		}
+	}
 	slices.Sort(out)
 	return out, maxGroups, deltas
 }

@@ -49,6 +49,8 @@ func (g *groupCache) Keep(ref exec.StateRef, val []byte) error {
 
 func (g *groupCache) Ending(end int64) exec.EndCursor { return g.pending.Ends(end) }
 
+func (g *groupCache) ForgetEnds(end int64) error { return g.pending.DeleteEnds(end) }
+
 var errSessionEnd = errors.New("corrupt session entry")
 
 // openSessionCache starts the cache of a SESSION aggregation: nothing is

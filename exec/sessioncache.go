@@ -29,6 +29,9 @@ type SessionStore interface {
 	// Ending walks the index entries of sessions ending at or before end,
 	// by end, as they stood when it was called.
 	Ending(end int64) EndCursor
+	// ForgetEnds deletes the index entries of sessions ending at or
+	// before end, once every one of them has closed.
+	ForgetEnds(end int64) error
 }
 
 // EndCursor walks a session index (SessionStore.Ending).
@@ -127,8 +130,9 @@ func (a *Aggregator) evictSessions(max int) (meanBytes int, err error) {
 // their deletions.
 func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) {
 	ss := a.sessions
-	cur := ss.store.Ending(wm - a.Lateness)
-	closed := false
+	upTo := wm - a.Lateness
+	cur := ss.store.Ending(upTo)
+	closed, scanned := false, 0
 	finish := func(err error) error {
 		if closed {
 			return err
@@ -136,6 +140,12 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 		closed = true
 		if cerr := cur.Close(); err == nil {
 			err = cerr
+		}
+		if err == nil && scanned > 0 {
+			// Every session ending by upTo has closed now (those in
+			// memory before): the index up to there is done with, entries
+			// left by state moved or cleaned up under it included.
+			err = ss.store.ForgetEnds(upTo)
 		}
 		return err
 	}
@@ -151,6 +161,7 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 					}
 					break
 				}
+				scanned++
 				if _, hot := ss.byKey[string(key)]; hot || seen[string(key)] {
 					continue
 				}

@@ -39,6 +39,13 @@ func (p *Pending) DeleteGroup(window int64, kg uint16, key []byte) error {
 	return p.b.Delete(p.kbuf, nil)
 }
 
+// DeleteEnds records the deletion of every group of the windows at or
+// before upTo: a SESSION aggregation's index once every session ending by
+// then has closed (whatever entries were left behind go with it).
+func (p *Pending) DeleteEnds(upTo int64) error {
+	return p.b.DeleteRange(streamPrefix(prefixGroup, p.stream), GroupKey(p.stream, upTo+1, 0, nil), nil)
+}
+
 // accPrefix is the prefix of every accumulator of (kg, key).
 func accPrefix(stream string, kg uint16, key []byte) []byte {
 	k := AccKey(stream, kg, key, 0)
