@@ -144,7 +144,7 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
-		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
+		overhead: slotOverhead, slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.

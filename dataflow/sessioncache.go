@@ -59,7 +59,7 @@ var errSessionEnd = errors.New("corrupt session entry")
 func (h *HashAgg) openSessionCache(gs groupStore) error {
 	env := h.env
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
-		slotBytes: slotOverhead + 64 + 16*int64(len(h.Plan.Aggs))}
+		overhead: sessionOverhead, slotBytes: sessionOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
 	mark, err := env.Store.TaskValue(env.State, env.Partition, sessionIndexName)
 	if err != nil {
 		h.cache.pending.Close()

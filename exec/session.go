@@ -144,8 +144,8 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 }
 
 // retire forgets a session merged into another or closed, deleting its
-// state entry (and, cached, its index entry). Cached, the deletions go to
-// the store at once: a later read of the key must not find the session.
+// state entry. Cached, the deletion goes to the store at once: a later
+// read of the key must not find the session.
 func (ss *sessions) retire(s *session) error {
 	delete(ss.bySlot, s.slot)
 	if !s.stored {
@@ -156,10 +156,8 @@ func (ss *sessions) retire(s *session) error {
 		ss.dels = append(ss.dels, ref)
 		return nil
 	}
-	if err := ss.store.Keep(ref, nil); err != nil {
-		return err
-	}
-	ref.Window, ref.Ends = s.storedEnd, true
+	// Its index entry stays: the close that reaches its end finds nothing
+	// there and deletes the index up to it (coldSessionChunks).
 	return ss.store.Keep(ref, nil)
 }
 
@@ -262,8 +260,11 @@ func (a *Aggregator) sessionChanges(put func(ref StateRef, val []byte) error, de
 
 // writeSession writes session s as it stands (put, del): its entry under
 // its start, the one under the start it was stored with deleted when the
-// start moved; cached, also its index entry under its end, moved the same
-// way. It returns the bytes written.
+// start moved; cached, also an index entry under its end when that is new.
+// The index entry of an end it no longer has stays, as retire's does: the
+// index lists every stored session's end, and perhaps ends no session has
+// any more (a close finds nothing at those, then deletes the index up to
+// where it read), so a session's growth costs one write, not two.
 func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte) error, del func(ref StateRef) error) (int, error) {
 	indexed := a.sessions.store != nil
 	ref := StateRef{KG: s.kg, Key: []byte(s.key)}
@@ -274,12 +275,6 @@ func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte)
 		}
 	}
 	moved := !s.stored || s.storedEnd != s.end
-	if indexed && s.stored && moved {
-		ref.Window, ref.Ends = s.storedEnd, true
-		if err := del(ref); err != nil {
-			return 0, err
-		}
-	}
 	val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
 	val = a.Table.Encode(val, s.slot)
 	a.encBuf = val

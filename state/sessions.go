@@ -68,15 +68,18 @@ func (p *Pending) LoadAccs(refs []GroupRef, fn func(i int, window int64, val []b
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(pres[a], pres[b]) })
-	pre := streamPrefix(prefixAcc, p.stream)
-	it, err := p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
+	it, err := p.b.NewIter(nil)
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	for _, i := range order {
+		// Bounded to the key: stepping past its last entry would walk
+		// every deleted one after it (a close deletes the sessions it
+		// reads, in no key order).
 		kp := pres[i]
-		for valid := it.SeekGE(kp); valid && bytes.HasPrefix(it.Key(), kp); valid = it.Next() {
+		it.SetBounds(kp, bumped(kp))
+		for valid := it.First(); valid; valid = it.Next() {
 			k := it.Key()
 			if len(k) != len(kp)+8 {
 				return fmt.Errorf("state of %s: %w", p.stream, errCorruptKey)
