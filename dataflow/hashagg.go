@@ -145,7 +145,7 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	}
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
 		overhead: slotOverhead, slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
-		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
+		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.
 	dropped, err := h.cache.pending.OpenRuns()

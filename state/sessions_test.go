@@ -138,4 +138,3 @@ func TestLoadAccsAndEnds(t *testing.T) {
 		t.Fatalf("after deleting the ends up to 300, ends left at %v", w)
 	}
 }
-
