@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"sort"
 )
@@ -22,13 +23,20 @@ type session struct {
 	kg         uint16
 	stored     bool  // in the state store, under storedAt
 	storedAt   int64 // the start it was written under
-	storedEnd  int64 // the end it was written with (the index's entry)
+	// indexed: cached, the store's index of sessions by end has an entry
+	// for it at indexedAt, at or before its end (sessioncache.go);
+	// math.MinInt64 when read back from the store (where, is not known).
+	indexed   bool
+	indexedAt int64
 }
 
 type sessions struct {
 	byKey  map[string][]*session
 	bySlot map[uint32]*session
 	dels   []StateRef // state entries of sessions merged away or moved
+	// unindexed are sessions in memory whose index entry a close deleted
+	// (sessioncache.go): the next commit indexes those still there.
+	unindexed []*session
 	// store holds the keys not in memory (nil: every key is;
 	// sessioncache.go).
 	store SessionStore
@@ -144,8 +152,10 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 }
 
 // retire forgets a session merged into another or closed, deleting its
-// state entry. Cached, the deletion goes to the store at once: a later
-// read of the key must not find the session.
+// state entry. Cached, the deletion goes to the store at once (a later
+// read of the key must not find the session); its index entry stays: the
+// close that reaches it finds nothing there, then deletes the index up
+// to where it read.
 func (ss *sessions) retire(s *session) error {
 	delete(ss.bySlot, s.slot)
 	if !s.stored {
@@ -156,8 +166,6 @@ func (ss *sessions) retire(s *session) error {
 		ss.dels = append(ss.dels, ref)
 		return nil
 	}
-	// Its index entry stays: the close that reaches its end finds nothing
-	// there and deletes the index up to it (coldSessionChunks).
 	return ss.store.Keep(ref, nil)
 }
 
@@ -255,18 +263,25 @@ func (a *Aggregator) sessionChanges(put func(ref StateRef, val []byte) error, de
 			return err
 		}
 	}
+	for _, s := range ss.unindexed {
+		if ss.bySlot[s.slot] == s && !s.indexed {
+			if err := a.indexSession(s, put); err != nil {
+				return err
+			}
+		}
+	}
+	ss.unindexed = ss.unindexed[:0]
 	return nil
 }
 
 // writeSession writes session s as it stands (put, del): its entry under
 // its start, the one under the start it was stored with deleted when the
-// start moved; cached, also an index entry under its end when that is new.
-// The index entry of an end it no longer has stays, as retire's does: the
-// index lists every stored session's end, and perhaps ends no session has
-// any more (a close finds nothing at those, then deletes the index up to
-// where it read), so a session's growth costs one write, not two.
+// start moved; cached, also an index entry under its end when it has none.
+// A session's index entry may lie before its end (it was written when
+// the session ended sooner): a close that reaches it reads the session,
+// finds it open and indexes it again (sessioncache.go), so a session
+// that grows at every commit costs one write per commit, not two.
 func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte) error, del func(ref StateRef) error) (int, error) {
-	indexed := a.sessions.store != nil
 	ref := StateRef{KG: s.kg, Key: []byte(s.key)}
 	if s.stored && s.storedAt != s.start {
 		ref.Window = s.storedAt
@@ -274,22 +289,30 @@ func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte)
 			return 0, err
 		}
 	}
-	moved := !s.stored || s.storedEnd != s.end
 	val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
 	val = a.Table.Encode(val, s.slot)
 	a.encBuf = val
-	ref.Window, ref.Ends = s.start, false
+	ref.Window = s.start
 	if err := put(ref, val); err != nil {
 		return 0, err
 	}
-	if indexed && moved {
-		ref.Window, ref.Ends = s.end, true
-		if err := put(ref, binary.BigEndian.AppendUint64(nil, uint64(s.start))); err != nil {
+	s.stored, s.storedAt = true, s.start
+	if a.sessions.store != nil && !s.indexed {
+		if err := a.indexSession(s, put); err != nil {
 			return 0, err
 		}
 	}
-	s.stored, s.storedAt, s.storedEnd = true, s.start, s.end
 	return len(val) + len(s.key), nil
+}
+
+// indexSession writes s's index entry under its end.
+func (a *Aggregator) indexSession(s *session, put func(ref StateRef, val []byte) error) error {
+	ref := StateRef{KG: s.kg, Key: []byte(s.key), Window: s.end, Ends: true}
+	if err := put(ref, binary.BigEndian.AppendUint64(nil, uint64(s.start))); err != nil {
+		return err
+	}
+	s.indexed, s.indexedAt = true, s.end
+	return nil
 }
 
 var errSessionState = errors.New("exec: corrupt session state")
@@ -299,9 +322,8 @@ func (a *Aggregator) restoreSession(ref StateRef, val []byte) error {
 	if len(val) < 8 {
 		return errSessionState
 	}
-	end := int64(binary.BigEndian.Uint64(val))
-	s := &session{key: string(ref.Key), start: ref.Window, end: end, kg: ref.KG,
-		stored: true, storedAt: ref.Window, storedEnd: end}
+	s := &session{key: string(ref.Key), start: ref.Window, end: int64(binary.BigEndian.Uint64(val)), kg: ref.KG,
+		stored: true, storedAt: ref.Window, indexed: true, indexedAt: math.MinInt64}
 	s.slot = a.Table.allocBare(s.start)
 	a.Table.Meta(s.slot).KG = s.kg
 	ss := a.sessions

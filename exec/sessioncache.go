@@ -101,13 +101,18 @@ func (a *Aggregator) evictSessions(max int) (meanBytes int, err error) {
 				continue
 			}
 			for _, s := range list {
-				if t.marked[s.slot] || !s.stored {
+				switch {
+				case t.marked[s.slot] || !s.stored:
 					n, err := a.writeSession(s, ss.store.Keep, func(ref StateRef) error { return ss.store.Keep(ref, nil) })
 					if err != nil {
 						return 0, err
 					}
 					total += n
 					written++
+				case !s.indexed:
+					if err := a.indexSession(s, ss.store.Keep); err != nil {
+						return 0, err
+					}
 				}
 				delete(ss.bySlot, s.slot)
 				t.freeBare(s.slot)
@@ -143,9 +148,21 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 		}
 		if err == nil && scanned > 0 {
 			// Every session ending by upTo has closed now (those in
-			// memory before): the index up to there is done with, entries
+			// memory before), and those it read that had not were
+			// indexed again: the index up to there is done with, entries
 			// left by state moved or cleaned up under it included.
 			err = ss.store.ForgetEnds(upTo)
+			// Sessions in memory indexed there (or perhaps there) need
+			// an entry again: the next commit, or their eviction, writes
+			// it.
+			for _, list := range ss.byKey {
+				for _, s := range list {
+					if s.indexed && s.indexedAt <= upTo {
+						s.indexed = false
+						ss.unindexed = append(ss.unindexed, s)
+					}
+				}
+			}
 		}
 		return err
 	}
@@ -182,7 +199,12 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 				}
 			}
 			for _, s := range rest {
-				// Stored as they are: they leave memory again unwritten.
+				// Stored as they are: they leave memory again, indexed
+				// under their end (their entry up to here goes when the
+				// read ends).
+				if err := a.indexSession(s, ss.store.Keep); err != nil {
+					return nil, finish(err)
+				}
 				delete(ss.bySlot, s.slot)
 				a.Table.freeBare(s.slot)
 			}
