@@ -82,10 +82,16 @@ func (h *HashAgg) openSessionCache(gs groupStore) error {
 			env.Log.Info("indexed the stored sessions by end (state last written without the index)", "partition", env.Partition, "sessions", n)
 		}
 	}
+	stored, err := h.cache.pending.AnyAccs()
+	if err != nil {
+		h.cache.pending.Close()
+		h.cache = nil
+		return fmt.Errorf("restore state of %s: %w", env.State, err)
+	}
 	if h.Cache != nil {
 		h.Cache.tasks.Add(1)
 	}
-	h.agg.UseSessionStore(h.cache)
+	h.agg.UseSessionStore(h.cache, !stored)
 	return nil
 }
 

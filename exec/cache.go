@@ -182,6 +182,9 @@ func (a *Aggregator) FilterBytes() int {
 	for _, f := range a.evicted {
 		n += f.bytes()
 	}
+	if a.sessions != nil && a.sessions.written != nil {
+		n += a.sessions.written.bytes()
+	}
 	return n
 }
 

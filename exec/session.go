@@ -38,8 +38,11 @@ type sessions struct {
 	// (sessioncache.go): the next commit indexes those still there.
 	unindexed []*session
 	// store holds the keys not in memory (nil: every key is;
-	// sessioncache.go).
-	store SessionStore
+	// sessioncache.go). written, when the store held no session at
+	// start, holds the keys written to it since: a key it does not hold
+	// has nothing stored, and is not read.
+	store   SessionStore
+	written *keyFilter
 }
 
 func newSessions() *sessions {
@@ -62,14 +65,10 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 	}
 	a.rows.Encode(keys, n)
 	gap, ss := a.Window.Gap, a.sessions
-	if ss.store != nil {
-		if err := a.loadSessionMisses(keys, ts, keep, n); err != nil {
-			return nil, err
-		}
-	}
 	redirect := map[uint32]uint32{}
 	var freed []uint32
 	slots := a.slots[:0]
+	loaded := false
 	for i := 0; i < n; i++ {
 		if !keep[i] {
 			continue
@@ -81,7 +80,16 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 		}
 		t := ts.I[i]
 		key := a.rows.Row(i)
-		list := ss.byKey[string(key)]
+		list, hot := ss.byKey[string(key)]
+		if !hot && ss.store != nil && !loaded {
+			// The batch's first key not in memory: the stored sessions of
+			// every such key from here on are read, in one pass.
+			loaded = true
+			if err := a.loadSessionMisses(keys, ts, keep, i, n); err != nil {
+				return nil, err
+			}
+			list = ss.byKey[string(key)]
+		}
 		start, end := t, t+gap
 		var hit []*session
 		for _, s := range list {
@@ -226,7 +234,10 @@ func (a *Aggregator) closeSessions(due []*session) (*Batch, error) {
 			return nil, err
 		}
 		ss.byKey[s.key] = slices.DeleteFunc(ss.byKey[s.key], func(x *session) bool { return x == s })
-		if len(ss.byKey[s.key]) == 0 {
+		// Cached, a key left with no session stays, empty, until the
+		// close has read the index (coldSessionChunks): known to have
+		// nothing in the store, its entries there are not read.
+		if len(ss.byKey[s.key]) == 0 && ss.store == nil {
 			delete(ss.byKey, s.key)
 		}
 		a.Table.freeBare(s.slot)
@@ -295,6 +306,9 @@ func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte)
 	ref.Window = s.start
 	if err := put(ref, val); err != nil {
 		return 0, err
+	}
+	if f := a.sessions.written; f != nil && !s.stored {
+		f.add(ref.Key)
 	}
 	s.stored, s.storedAt = true, s.start
 	if a.sessions.store != nil && !s.indexed {

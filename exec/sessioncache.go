@@ -41,16 +41,22 @@ type EndCursor interface {
 }
 
 // UseSessionStore makes a SESSION aggregation keep at most the sessions
-// EvictTo allows in memory, the rest in st.
-func (a *Aggregator) UseSessionStore(st SessionStore) { a.sessions.store = st }
+// EvictTo allows in memory, the rest in st. empty: st holds no session
+// yet, so only keys this run writes there are ever read back.
+func (a *Aggregator) UseSessionStore(st SessionStore, empty bool) {
+	a.sessions.store = st
+	if empty {
+		a.sessions.written = &keyFilter{}
+	}
+}
 
 // loadSessionMisses reads the stored sessions of the keys of b's rows
-// (kept, with an event time) that are not in memory.
-func (a *Aggregator) loadSessionMisses(keys []*Vec, ts *Vec, keep []bool, n int) error {
+// from row from on (kept, with an event time) that are not in memory.
+func (a *Aggregator) loadSessionMisses(keys []*Vec, ts *Vec, keep []bool, from, n int) error {
 	ss := a.sessions
 	var refs []StateRef
 	seen := map[string]bool{}
-	for i := 0; i < n; i++ {
+	for i := from; i < n; i++ {
 		if !keep[i] || ts.IsNull(i) {
 			continue
 		}
@@ -59,6 +65,9 @@ func (a *Aggregator) loadSessionMisses(keys []*Vec, ts *Vec, keep []bool, n int)
 			continue
 		}
 		seen[string(key)] = true
+		if ss.written != nil && !ss.written.mayHold(key) {
+			continue // never stored
+		}
 		var kg uint16
 		if a.PK >= 0 {
 			kg = a.rowGroup(keys[a.PK], i)
@@ -152,15 +161,21 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 			// indexed again: the index up to there is done with, entries
 			// left by state moved or cleaned up under it included.
 			err = ss.store.ForgetEnds(upTo)
-			// Sessions in memory indexed there (or perhaps there) need
-			// an entry again: the next commit, or their eviction, writes
-			// it.
-			for _, list := range ss.byKey {
-				for _, s := range list {
-					if s.indexed && s.indexedAt <= upTo {
-						s.indexed = false
-						ss.unindexed = append(ss.unindexed, s)
-					}
+		}
+		for key, list := range ss.byKey {
+			if len(list) == 0 { // closed in memory, nothing stored
+				delete(ss.byKey, key)
+			}
+			if err != nil || scanned == 0 {
+				continue
+			}
+			// Sessions in memory indexed up to there (or perhaps there)
+			// need an entry again: the next commit, or their eviction,
+			// writes it.
+			for _, s := range list {
+				if s.indexed && s.indexedAt <= upTo {
+					s.indexed = false
+					ss.unindexed = append(ss.unindexed, s)
 				}
 			}
 		}
@@ -219,6 +234,9 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 			}
 			sortSessions(due)
 			b, err := a.closeSessions(due)
+			for _, r := range refs { // not in memory again
+				delete(ss.byKey, string(r.Key))
+			}
 			if err != nil {
 				return nil, finish(err)
 			}

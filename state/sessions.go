@@ -46,6 +46,18 @@ func (p *Pending) DeleteEnds(upTo int64) error {
 	return p.b.DeleteRange(streamPrefix(prefixGroup, p.stream), GroupKey(p.stream, upTo+1, 0, nil), nil)
 }
 
+// AnyAccs reports whether any accumulator entry is stored (pending ones
+// included).
+func (p *Pending) AnyAccs() (bool, error) {
+	pre := streamPrefix(prefixAcc, p.stream)
+	it, err := p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
+	if err != nil {
+		return false, err
+	}
+	any := it.First()
+	return any, it.Close()
+}
+
 // accPrefix is the prefix of every accumulator of (kg, key).
 func accPrefix(stream string, kg uint16, key []byte) []byte {
 	k := AccKey(stream, kg, key, 0)
