@@ -32,8 +32,10 @@ import (
 // nothing is loaded at Open, a group is read the first time a batch needs
 // it, the least recently updated ones leave memory when the task's share
 // of Cache is full, and a window whose groups left memory closes by
-// reading them back in order, a chunk at a time. SESSION windows and merge
-// stages restore their groups whole at Open.
+// reading them back in order, a chunk at a time. SESSION windows do the
+// same per key, closing through an index of sessions by end
+// (sessioncache.go); merge stages, and SESSION windows with EMIT EVERY,
+// restore their groups whole at Open.
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
