@@ -32,8 +32,10 @@ import (
 // nothing is loaded at Open, a group is read the first time a batch needs
 // it, the least recently updated ones leave memory when the task's share
 // of Cache is full, and a window whose groups left memory closes by
-// reading them back in order, a chunk at a time. SESSION windows and merge
-// stages restore their groups whole at Open.
+// reading them back in order, a chunk at a time. SESSION windows do the
+// same per key, closing through an index of sessions by end
+// (sessioncache.go); merge stages, and SESSION windows with EMIT EVERY,
+// restore their groups whole at Open.
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
@@ -100,8 +102,15 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 			env.Log.Info("moved state into the partition's scope", "partition", env.Partition, "entries", moved)
 		}
 	}
-	if cached && !h.eager && !h.Merge && (h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION") {
-		return h.openCached(gs)
+	if cached && !h.eager && !h.Merge {
+		switch {
+		case h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION":
+			return h.openCached(gs)
+		case h.EmitEvery == 0:
+			// (Early fires of sessions list every open one: they stay
+			// in memory.)
+			return h.openSessionCache(gs)
+		}
 	}
 	return env.Store.AccsOfGroups(h.scope(), nil, func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
@@ -137,8 +146,8 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
-		slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
-		delta:     state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
+		overhead: slotOverhead, slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
+		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.
 	dropped, err := h.cache.pending.OpenRuns()
@@ -548,6 +557,9 @@ func (h *HashAgg) commitCached(c *Commit) error {
 		}
 	}
 	h.draining = h.draining[:0]
+	if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
+		return h.commitSessions(c)
+	}
 	if h.Plan.Window != nil {
 		return h.commitWindowed(c)
 	}

@@ -122,6 +122,9 @@ func (a *Aggregator) loadMisses(newRows []int, slots []uint32) error {
 // none), for the caller's estimate of a group's memory.
 func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
 	t := a.Table
+	if a.sessions != nil && a.sessions.store != nil && t.live > max {
+		return a.evictSessions(max)
+	}
 	if a.store == nil || a.sessions != nil || t.live <= max {
 		return 0, nil
 	}
@@ -178,6 +181,9 @@ func (a *Aggregator) FilterBytes() int {
 	n := 0
 	for _, f := range a.evicted {
 		n += f.bytes()
+	}
+	if a.sessions != nil && a.sessions.written != nil {
+		n += a.sessions.written.bytes()
 	}
 	return n
 }

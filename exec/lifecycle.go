@@ -137,10 +137,32 @@ func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored
 			}
 		}
 		b, err := a.CloseSessions(wm)
+		if err != nil {
+			return nil, 0, err
+		}
 		if b != nil {
 			out = append(out, Chunks{First: b})
 		}
-		return out, recovered, err
+		if a.sessions.store == nil {
+			return out, recovered, nil
+		}
+		// Then the sessions of keys not in memory, read through the
+		// index (after the ones in memory: it must see their deletions).
+		if restored && hasPrev {
+			n, err := a.dueStored(prev - a.Lateness)
+			if err != nil {
+				return nil, 0, err
+			}
+			recovered += n
+		}
+		c, ok, err := a.coldSessionChunks(wm)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			out = append(out, c)
+		}
+		return out, recovered, nil
 	}
 	if a.Window == nil {
 		return nil, 0, nil
@@ -290,6 +312,9 @@ type StateRef struct {
 	// stored beside what the store holds of the group and merged with it
 	// when read (cache.go), not in its place.
 	Partial bool
+	// Ends: the entry of a cached SESSION aggregation's index of
+	// sessions by end (Window is the end; sessioncache.go), not a group.
+	Ends bool
 }
 
 // Expire drops the slices that no open window needs once the watermark is

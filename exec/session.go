@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"sort"
 )
@@ -22,12 +23,26 @@ type session struct {
 	kg         uint16
 	stored     bool  // in the state store, under storedAt
 	storedAt   int64 // the start it was written under
+	// indexed: cached, the store's index of sessions by end has an entry
+	// for it at indexedAt, at or before its end (sessioncache.go);
+	// math.MinInt64 when read back from the store (where, is not known).
+	indexed   bool
+	indexedAt int64
 }
 
 type sessions struct {
 	byKey  map[string][]*session
 	bySlot map[uint32]*session
 	dels   []StateRef // state entries of sessions merged away or moved
+	// unindexed are sessions in memory whose index entry a close deleted
+	// (sessioncache.go): the next commit indexes those still there.
+	unindexed []*session
+	// store holds the keys not in memory (nil: every key is;
+	// sessioncache.go). written, when the store held no session at
+	// start, holds the keys written to it since: a key it does not hold
+	// has nothing stored, and is not read.
+	store   SessionStore
+	written *keyFilter
 }
 
 func newSessions() *sessions {
@@ -53,6 +68,7 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 	redirect := map[uint32]uint32{}
 	var freed []uint32
 	slots := a.slots[:0]
+	loaded := false
 	for i := 0; i < n; i++ {
 		if !keep[i] {
 			continue
@@ -64,7 +80,16 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 		}
 		t := ts.I[i]
 		key := a.rows.Row(i)
-		list := ss.byKey[string(key)]
+		list, hot := ss.byKey[string(key)]
+		if !hot && ss.store != nil && !loaded {
+			// The batch's first key not in memory: the stored sessions of
+			// every such key from here on are read, in one pass.
+			loaded = true
+			if err := a.loadSessionMisses(keys, ts, keep, i, n); err != nil {
+				return nil, err
+			}
+			list = ss.byKey[string(key)]
+		}
 		start, end := t, t+gap
 		var hit []*session
 		for _, s := range list {
@@ -97,7 +122,9 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 				}
 				redirect[other.slot] = target.slot
 				freed = append(freed, other.slot)
-				ss.retire(other)
+				if err := ss.retire(other); err != nil {
+					return nil, err
+				}
 				list = ss.byKey[target.key]
 				ss.byKey[target.key] = slices.DeleteFunc(list, func(x *session) bool { return x == other })
 			}
@@ -132,12 +159,22 @@ func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, w
 	return late, nil
 }
 
-// retire forgets a session merged into another, deleting its state entry.
-func (ss *sessions) retire(s *session) {
-	if s.stored {
-		ss.dels = append(ss.dels, StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt})
-	}
+// retire forgets a session merged into another or closed, deleting its
+// state entry. Cached, the deletion goes to the store at once (a later
+// read of the key must not find the session); its index entry stays: the
+// close that reaches it finds nothing there, then deletes the index up
+// to where it read.
+func (ss *sessions) retire(s *session) error {
 	delete(ss.bySlot, s.slot)
+	if !s.stored {
+		return nil
+	}
+	ref := StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt}
+	if ss.store == nil {
+		ss.dels = append(ss.dels, ref)
+		return nil
+	}
+	return ss.store.Keep(ref, nil)
 }
 
 // dueSessions lists the sessions wm has closed, by end then key.
@@ -179,7 +216,11 @@ func (a *Aggregator) emitSessions(list []*session) (*Batch, error) {
 // CloseSessions emits the sessions wm has closed and forgets them; their
 // state entries are deleted at the next Changes.
 func (a *Aggregator) CloseSessions(wm int64) (*Batch, error) {
-	due := a.dueSessions(wm)
+	return a.closeSessions(a.dueSessions(wm))
+}
+
+// closeSessions emits the sessions due (sorted) and forgets them.
+func (a *Aggregator) closeSessions(due []*session) (*Batch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
@@ -189,9 +230,14 @@ func (a *Aggregator) CloseSessions(wm int64) (*Batch, error) {
 	}
 	ss := a.sessions
 	for _, s := range due {
-		ss.retire(s)
+		if err := ss.retire(s); err != nil {
+			return nil, err
+		}
 		ss.byKey[s.key] = slices.DeleteFunc(ss.byKey[s.key], func(x *session) bool { return x == s })
-		if len(ss.byKey[s.key]) == 0 {
+		// Cached, a key left with no session stays, empty, until the
+		// close has read the index (coldSessionChunks): known to have
+		// nothing in the store, its entries there are not read.
+		if len(ss.byKey[s.key]) == 0 && ss.store == nil {
 			delete(ss.byKey, s.key)
 		}
 		a.Table.freeBare(s.slot)
@@ -224,19 +270,62 @@ func (a *Aggregator) sessionChanges(put func(ref StateRef, val []byte) error, de
 		if s == nil {
 			continue
 		}
-		if s.stored && s.storedAt != s.start {
-			if err := del(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.storedAt}); err != nil {
+		if _, err := a.writeSession(s, put, del); err != nil {
+			return err
+		}
+	}
+	for _, s := range ss.unindexed {
+		if ss.bySlot[s.slot] == s && !s.indexed {
+			if err := a.indexSession(s, put); err != nil {
 				return err
 			}
 		}
-		val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
-		val = a.Table.Encode(val, slot)
-		a.encBuf = val
-		if err := put(StateRef{KG: s.kg, Key: []byte(s.key), Window: s.start}, val); err != nil {
-			return err
-		}
-		s.stored, s.storedAt = true, s.start
 	}
+	ss.unindexed = ss.unindexed[:0]
+	return nil
+}
+
+// writeSession writes session s as it stands (put, del): its entry under
+// its start, the one under the start it was stored with deleted when the
+// start moved; cached, also an index entry under its end when it has none.
+// A session's index entry may lie before its end (it was written when
+// the session ended sooner): a close that reaches it reads the session,
+// finds it open and indexes it again (sessioncache.go), so a session
+// that grows at every commit costs one write per commit, not two.
+func (a *Aggregator) writeSession(s *session, put func(ref StateRef, val []byte) error, del func(ref StateRef) error) (int, error) {
+	ref := StateRef{KG: s.kg, Key: []byte(s.key)}
+	if s.stored && s.storedAt != s.start {
+		ref.Window = s.storedAt
+		if err := del(ref); err != nil {
+			return 0, err
+		}
+	}
+	val := binary.BigEndian.AppendUint64(a.encBuf[:0], uint64(s.end))
+	val = a.Table.Encode(val, s.slot)
+	a.encBuf = val
+	ref.Window = s.start
+	if err := put(ref, val); err != nil {
+		return 0, err
+	}
+	if f := a.sessions.written; f != nil && !s.stored {
+		f.add(ref.Key)
+	}
+	s.stored, s.storedAt = true, s.start
+	if a.sessions.store != nil && !s.indexed {
+		if err := a.indexSession(s, put); err != nil {
+			return 0, err
+		}
+	}
+	return len(val) + len(s.key), nil
+}
+
+// indexSession writes s's index entry under its end.
+func (a *Aggregator) indexSession(s *session, put func(ref StateRef, val []byte) error) error {
+	ref := StateRef{KG: s.kg, Key: []byte(s.key), Window: s.end, Ends: true}
+	if err := put(ref, binary.BigEndian.AppendUint64(nil, uint64(s.start))); err != nil {
+		return err
+	}
+	s.indexed, s.indexedAt = true, s.end
 	return nil
 }
 
@@ -248,7 +337,7 @@ func (a *Aggregator) restoreSession(ref StateRef, val []byte) error {
 		return errSessionState
 	}
 	s := &session{key: string(ref.Key), start: ref.Window, end: int64(binary.BigEndian.Uint64(val)), kg: ref.KG,
-		stored: true, storedAt: ref.Window}
+		stored: true, storedAt: ref.Window, indexed: true, indexedAt: math.MinInt64}
 	s.slot = a.Table.allocBare(s.start)
 	a.Table.Meta(s.slot).KG = s.kg
 	ss := a.sessions

@@ -103,6 +103,10 @@ func (s *Store) MigrateLegacy(stream string, p int32, owned []uint16) (int, erro
 // partition. Nothing is dropped on a count that does not divide 960. Each run of groups between two owned ones goes with one range
 // deletion (per window, for the group layout). It reports how many stored
 // entries (key, window) it deleted and of how many key groups.
+// maxRangedWindows is the most windows DropMovedGroups deletes a range of
+// each key group run of.
+const maxRangedWindows = 64
+
 func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups int, err error) {
 	if !Divides(n) {
 		// On such a count a partition receives keys of every group:
@@ -132,8 +136,12 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		return 0, 0, err
 	}
 	// Runs (runs.go) mix key groups in one range: their moved entries go
-	// one by one.
+	// one by one. So do all moved entries of the group layout when it
+	// holds many windows (a SESSION aggregation's index of sessions by
+	// end has one per end): a range per window and run would be more
+	// deletions than entries.
 	var runDels [][]byte
+	pointDels := len(windows) > maxRangedWindows
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
 		_, kg, rest, err := decodeGroupKey(k, len(gpre))
@@ -156,6 +164,9 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 			continue
 		}
 		count(realKG(kg)) // a delta counts as an entry of its group's key group
+		if pointDels && !owned(realKG(kg)) {
+			runDels = append(runDels, bytes.Clone(k))
+		}
 	}
 	if err := it.Close(); err != nil {
 		return 0, 0, err
@@ -182,6 +193,9 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 			ghi, dhi = deltaKGBit, runKG
 		}
 		for _, w := range windows {
+			if pointDels {
+				break
+			}
 			if err := b.b.DeleteRange(GroupKey(scope, w, r[0], nil), GroupKey(scope, w, ghi, nil), nil); err != nil {
 				return 0, 0, err
 			}

@@ -47,6 +47,10 @@ const (
 	base      = int64(1_700_000_000_000) / hour * hour // a window start
 	query     = `CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '1' HOUR) AS ws, COUNT(*) AS n, SUM(v) AS total
 	FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' HOUR)`
+	// sessionQuery: one session per key, open through the hour (its gap
+	// is the hour), closed by the same watermark.
+	sessionQuery = `CREATE STREAM s AS SELECT k, SESSION_START(ts, INTERVAL '1' HOUR) AS ss, COUNT(*) AS n, SUM(v) AS total
+	FROM ev GROUP BY k, SESSION(ts, INTERVAL '1' HOUR)`
 )
 
 // result is what a child reports.
@@ -66,6 +70,7 @@ func main() {
 	events := flag.Int("events", 0, "events per run (0: max(2 x keys, 2,000,000))")
 	commitRows := flag.Int("commit-rows", 500_000, "rows between commits (a task commits every second)")
 	child := flag.Bool("child", false, "run one configuration (internal)")
+	windowFlag := flag.String("window", "tumble", "tumble (a 1-hour TUMBLE window) or session (a session per key, 1-hour gap)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of each run's ingest and close to this file (one configuration only)")
 	flag.Parse()
 	if *child {
@@ -82,7 +87,7 @@ func main() {
 		}
 		keys, _ := strconv.Atoi(*keysFlag)
 		cache, _ := strconv.Atoi(*cachesFlag)
-		r, err := run(keys, cache, *events, *commitRows)
+		r, err := run(keys, cache, *events, *commitRows, *windowFlag)
 		if err != nil {
 			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "state:", err)
@@ -91,7 +96,11 @@ func main() {
 		json.NewEncoder(os.Stdout).Encode(r)
 		return
 	}
-	fmt.Printf("state larger than memory: COUNT(*)+SUM(v) GROUP BY k, one 1-hour TUMBLE window, all keys open; GOMAXPROCS=%d\n", runtime.GOMAXPROCS(0))
+	what := "one 1-hour TUMBLE window"
+	if *windowFlag == "session" {
+		what = "a SESSION per key (1-hour gap)"
+	}
+	fmt.Printf("state larger than memory: COUNT(*)+SUM(v) GROUP BY k, %s, all keys open; GOMAXPROCS=%d\n", what, runtime.GOMAXPROCS(0))
 	fmt.Printf("%10s %10s %9s %14s %12s %11s %10s %10s\n", "keys", "events", "cache MB", "events/CPU-s", "peak RSS MB", "Pebble MB", "close s", "panes")
 	self, err := os.Executable()
 	if err != nil {
@@ -100,7 +109,7 @@ func main() {
 	}
 	for _, k := range strings.Split(*keysFlag, ",") {
 		for _, c := range strings.Split(*cachesFlag, ",") {
-			cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile)
+			cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
 			if err != nil {
@@ -137,7 +146,7 @@ func cpu() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func run(keys, cacheMB, events, commitRows int) (result, error) {
+func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	if events == 0 {
 		events = max(2*keys, 2_000_000)
 	}
@@ -146,11 +155,19 @@ func run(keys, cacheMB, events, commitRows int) (result, error) {
 		Schema:    types.Schema{{Name: "k", Type: types.Int}, {Name: "v", Type: types.Int}, {Name: "ts", Type: types.Timestamp}},
 		Watermark: &catalog.Watermark{Column: "ts"}}
 	rel := &catalog.Relation{Name: "ev", Topic: "ev", Schema: src.Schema, PartitionKey: "k", Watermark: src.Watermark, Source: src}
-	stmt, err := sql.Parse(query)
+	q := query
+	switch window {
+	case "tumble":
+	case "session":
+		q = sessionQuery
+	default:
+		return res, fmt.Errorf("-window %q: tumble or session", window)
+	}
+	stmt, err := sql.Parse(q)
 	if err != nil {
 		return res, err
 	}
-	plan, err := planner.BuildStream(resolver{"ev": rel}, stmt.(*sql.CreateStream).Query, query, "")
+	plan, err := planner.BuildStream(resolver{"ev": rel}, stmt.(*sql.CreateStream).Query, q, "")
 	if err != nil {
 		return res, err
 	}
@@ -229,7 +246,7 @@ func run(keys, cacheMB, events, commitRows int) (result, error) {
 		return res, err
 	}
 	start := time.Now()
-	out, err := op.OnWatermark(ctx, dataflow.Watermark{WM: base + hour, Has: true, Now: time.Now()})
+	out, err := op.OnWatermark(ctx, dataflow.Watermark{WM: base + 3*hour, Has: true, Now: time.Now()})
 	if err != nil {
 		return res, err
 	}

@@ -1,0 +1,270 @@
+package exec
+
+import (
+	"slices"
+)
+
+// This file bounds the memory of a SESSION aggregation's sessions: the
+// keys whose sessions were used least recently leave memory when the
+// task's share is full (all of a key's sessions together), and live only
+// in a SessionStore, as an entry per session under (key, start), beside
+// an index of the sessions by end. A batch's rows of keys not in memory
+// read those keys' sessions first, in one sorted pass (a seek per key);
+// a watermark closes the sessions in memory, then reads the index up to
+// where it has reached and closes the sessions it names a chunk of keys
+// at a time, so a close never holds every session either. Nothing is
+// loaded at start.
+
+// SessionStore is where the sessions of keys not in memory live.
+type SessionStore interface {
+	// LoadSessions reads every stored session of each (key group, key)
+	// of refs (Window ignored) in one sorted pass: found gets the index
+	// into refs, the session's start and its entry (end, then
+	// accumulators).
+	LoadSessions(refs []StateRef, found func(i int, start int64, val []byte) error) error
+	// Keep records a write for the next commit, seen by later reads: a
+	// session's entry (Window: its start) or, with Ends, its index entry
+	// (Window: its end); nil val deletes.
+	Keep(ref StateRef, val []byte) error
+	// Ending walks the index entries of sessions ending at or before end,
+	// by end, as they stood when it was called.
+	Ending(end int64) EndCursor
+	// ForgetEnds deletes the index entries of sessions ending at or
+	// before end, once every one of them has closed.
+	ForgetEnds(end int64) error
+}
+
+// EndCursor walks a session index (SessionStore.Ending).
+type EndCursor interface {
+	Next() (end int64, kg uint16, key []byte, ok bool)
+	Close() error
+}
+
+// UseSessionStore makes a SESSION aggregation keep at most the sessions
+// EvictTo allows in memory, the rest in st. empty: st holds no session
+// yet, so only keys this run writes there are ever read back.
+func (a *Aggregator) UseSessionStore(st SessionStore, empty bool) {
+	a.sessions.store = st
+	if empty {
+		a.sessions.written = &keyFilter{}
+	}
+}
+
+// loadSessionMisses reads the stored sessions of the keys of b's rows
+// from row from on (kept, with an event time) that are not in memory.
+func (a *Aggregator) loadSessionMisses(keys []*Vec, ts *Vec, keep []bool, from, n int) error {
+	ss := a.sessions
+	var refs []StateRef
+	seen := map[string]bool{}
+	for i := from; i < n; i++ {
+		if !keep[i] || ts.IsNull(i) {
+			continue
+		}
+		key := a.rows.Row(i)
+		if _, hot := ss.byKey[string(key)]; hot || seen[string(key)] {
+			continue
+		}
+		seen[string(key)] = true
+		if ss.written != nil && !ss.written.mayHold(key) {
+			continue // never stored
+		}
+		var kg uint16
+		if a.PK >= 0 {
+			kg = a.rowGroup(keys[a.PK], i)
+		}
+		refs = append(refs, StateRef{KG: kg, Key: slices.Clone(key)})
+	}
+	return a.loadSessionKeys(refs)
+}
+
+// loadSessionKeys brings the stored sessions of refs' keys (none in
+// memory) into memory, unchanged since stored.
+func (a *Aggregator) loadSessionKeys(refs []StateRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	return a.sessions.store.LoadSessions(refs, func(i int, start int64, val []byte) error {
+		return a.restoreSession(StateRef{KG: refs[i].KG, Key: refs[i].Key, Window: start}, val)
+	})
+}
+
+// evictSessions is EvictTo for sessions: a second-chance sweep over the
+// keys in memory (in the map's order, which Go varies from one sweep to
+// the next) that passes over keys used since it last came by and sends
+// the others to the store, all of a key's sessions at once, the changed
+// ones written.
+func (a *Aggregator) evictSessions(max int) (meanBytes int, err error) {
+	ss, t := a.sessions, a.Table
+	total, written := 0, 0
+	for pass := 0; pass < 2 && t.live > max; pass++ {
+		for key, list := range ss.byKey {
+			if t.live <= max {
+				break
+			}
+			used := false
+			for _, s := range list {
+				used = used || t.ref[s.slot]
+				t.ref[s.slot] = false
+			}
+			if used && pass == 0 {
+				continue
+			}
+			for _, s := range list {
+				switch {
+				case t.marked[s.slot] || !s.stored:
+					n, err := a.writeSession(s, ss.store.Keep, func(ref StateRef) error { return ss.store.Keep(ref, nil) })
+					if err != nil {
+						return 0, err
+					}
+					total += n
+					written++
+				case !s.indexed:
+					if err := a.indexSession(s, ss.store.Keep); err != nil {
+						return 0, err
+					}
+				}
+				delete(ss.bySlot, s.slot)
+				t.freeBare(s.slot)
+			}
+			delete(ss.byKey, key)
+		}
+	}
+	if written == 0 {
+		return 0, nil
+	}
+	return total / written, nil
+}
+
+// coldSessionChunks closes the sessions not in memory that wm has closed:
+// it reads the index up to wm (less the allowed lateness), and for each
+// chunk of keys it names that are not in memory, loads their sessions,
+// emits the due ones and lets the rest go again (unchanged, so nothing is
+// written). ok is false when none was due. Call it after the sessions in
+// memory have closed (CloseSessions), so that the index it reads has
+// their deletions.
+func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) {
+	ss := a.sessions
+	upTo := wm - a.Lateness
+	cur := ss.store.Ending(upTo)
+	closed, scanned := false, 0
+	finish := func(err error) error {
+		if closed {
+			return err
+		}
+		closed = true
+		if cerr := cur.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && scanned > 0 {
+			// Every session ending by upTo has closed now (those in
+			// memory before), and those it read that had not were
+			// indexed again: the index up to there is done with, entries
+			// left by state moved or cleaned up under it included.
+			err = ss.store.ForgetEnds(upTo)
+		}
+		for key, list := range ss.byKey {
+			if len(list) == 0 { // closed in memory, nothing stored
+				delete(ss.byKey, key)
+			}
+			if err != nil || scanned == 0 {
+				continue
+			}
+			// Sessions in memory indexed up to there (or perhaps there)
+			// need an entry again: the next commit, or their eviction,
+			// writes it.
+			for _, s := range list {
+				if s.indexed && s.indexedAt <= upTo {
+					s.indexed = false
+					ss.unindexed = append(ss.unindexed, s)
+				}
+			}
+		}
+		return err
+	}
+	next := func() (*Batch, error) {
+		for !closed {
+			var refs []StateRef
+			seen := map[string]bool{}
+			for len(refs) < chunkRows {
+				_, kg, key, ok := cur.Next()
+				if !ok {
+					if err := finish(nil); err != nil {
+						return nil, err
+					}
+					break
+				}
+				scanned++
+				if _, hot := ss.byKey[string(key)]; hot || seen[string(key)] {
+					continue
+				}
+				seen[string(key)] = true
+				refs = append(refs, StateRef{KG: kg, Key: slices.Clone(key)})
+			}
+			if err := a.loadSessionKeys(refs); err != nil {
+				return nil, finish(err)
+			}
+			var due, rest []*session
+			for _, r := range refs {
+				for _, s := range ss.byKey[string(r.Key)] {
+					if s.end+a.Lateness <= wm {
+						due = append(due, s)
+					} else {
+						rest = append(rest, s)
+					}
+				}
+			}
+			for _, s := range rest {
+				// Stored as they are: they leave memory again, indexed
+				// under their end (their entry up to here goes when the
+				// read ends).
+				if err := a.indexSession(s, ss.store.Keep); err != nil {
+					return nil, finish(err)
+				}
+				delete(ss.bySlot, s.slot)
+				a.Table.freeBare(s.slot)
+			}
+			for _, r := range refs {
+				delete(ss.byKey, string(r.Key))
+			}
+			if len(due) == 0 {
+				continue
+			}
+			for _, s := range due {
+				ss.byKey[s.key] = append(ss.byKey[s.key], s)
+			}
+			sortSessions(due)
+			b, err := a.closeSessions(due)
+			for _, r := range refs { // not in memory again
+				delete(ss.byKey, string(r.Key))
+			}
+			if err != nil {
+				return nil, finish(err)
+			}
+			return b, nil
+		}
+		return nil, nil
+	}
+	first, err := next()
+	if err != nil || first == nil {
+		return Chunks{}, false, err
+	}
+	return Chunks{First: first, More: next}, true, nil
+}
+
+// dueStored counts the stored sessions not in memory that ended at or
+// before end (a close after a restart counts the ones due before it).
+func (a *Aggregator) dueStored(end int64) (int, error) {
+	ss := a.sessions
+	cur := ss.store.Ending(end)
+	n := 0
+	for {
+		_, _, key, ok := cur.Next()
+		if !ok {
+			break
+		}
+		if _, hot := ss.byKey[string(key)]; !hot {
+			n++
+		}
+	}
+	return n, cur.Close()
+}
