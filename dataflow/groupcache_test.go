@@ -53,12 +53,16 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 			small, smallMax, deltas := runCached(t, q, rows, NewCacheBudget(1), runCachedOnly, every, true)
 			full, fullMax, _ := runCached(t, q, rows, nil, runCachedOnly, every, false)
 			eager, _, _ := runCached(t, q, rows, nil, runEager, every, false)
-			// State written by a task without the cache (an earlier
-			// version), then taken up by one with it: moved to the cached
-			// layout, or (sessions) indexed by end, at its start.
-			upgraded, _, _ := runCached(t, q, rows, NewCacheBudget(1), runEagerFirst, every, false)
-			if !slices.Equal(upgraded, eager) {
-				t.Fatalf("no cache, then a 1 MB cache after a restart: %d records, no cache: %d; differences %s", len(upgraded), len(eager), firstDiff(upgraded, eager))
+			if name == "session" || name == "tumble" {
+				// State written by a task without the cache (an earlier
+				// version), then taken up by one with it: groups moved to
+				// the cached layout, sessions indexed by end, at its start.
+				// (HOP and upsert move as TUMBLE does: one run fewer each
+				// under -race.)
+				upgraded, _, _ := runCached(t, q, rows, NewCacheBudget(1), runEagerFirst, every, false)
+				if !slices.Equal(upgraded, eager) {
+					t.Fatalf("no cache, then a 1 MB cache after a restart: %d records, no cache: %d; differences %s", len(upgraded), len(eager), firstDiff(upgraded, eager))
+				}
 			}
 			if !slices.Equal(full, eager) {
 				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
