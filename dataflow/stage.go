@@ -297,22 +297,43 @@ func (s *Stage) firstErr() error {
 }
 
 // adding fences the earlier holders of partitions the group is giving
-// this process, before the consumer reads their committed offsets: that
-// read waits while a transaction commits one of them, and a holder killed
-// between committing its offset in a transaction and ending it leaves the
-// transaction open until the broker times it out (TxnTimeout, 60 s).
+// this process, before the consumer reads their committed offsets, when
+// those offsets stay unstable for deadHolderGrace: the consumer's read
+// waits while a transaction commits one of them, and a holder killed
+// between committing its offset in a transaction and ending it leaves
+// that transaction open until the broker times it out (TxnTimeout, 60 s).
 // Opening the transactional producer aborts it at once. On Apache Kafka
 // the 3-node audit saw a SIGKILLed node's tasks unopened for over 60 s
 // otherwise.
+//
+// Offsets that are stable (or soon are: a live holder's commit leaves its
+// offset pending for milliseconds) are fenced by assigned, after the
+// consumer's read, as before: fencing as soon as a partition is given
+// cut short the last moments of a previous holder that had not yet heard
+// it lost the partition (a member slow to rejoin a rebalance keeps its
+// partitions until it does), which failed its stage as fenced.
 func (s *Stage) adding(parts []int32) {
 	ctx := s.runCtx
 	if ctx.Err() != nil {
 		return // stopping: the group is being left
 	}
+	var todo []int32
 	for _, p := range parts {
-		if s.task(p) != nil || s.isRestoring(p) || s.takeFenced(p, false) != nil {
-			continue
+		if s.task(p) == nil && !s.isRestoring(p) && s.takeFenced(p, false) == nil {
+			todo = append(todo, p)
 		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	gctx, cancel := context.WithTimeout(ctx, deadHolderGrace)
+	_, err := s.deps.Kafka.StableOffsets(gctx, s.cfg.Group, s.cfg.Topic, todo...)
+	cancel()
+	if !errors.Is(err, kafkaio.ErrUnstable) || ctx.Err() != nil {
+		return // stable (or unreadable: assigned finds out)
+	}
+	s.log.Info("a transaction keeps partitions' offsets unstable; fencing their earlier holders now", "group", s.cfg.Group, "partitions", todo, "waited", deadHolderGrace)
+	for _, p := range todo {
 		s.standby.claim(p)
 		t, err := s.fenceTask(ctx, p)
 		if err != nil {
@@ -325,6 +346,10 @@ func (s *Stage) adding(parts []int32) {
 		s.tmu.Unlock()
 	}
 }
+
+// deadHolderGrace is how long adding lets the offsets of partitions given
+// to this process stay unstable before it takes their holder for dead.
+const deadHolderGrace = 2 * time.Second
 
 // takeFenced returns the fenced, unopened task of p (nil: none), removing
 // it if take.

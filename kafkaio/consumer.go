@@ -167,10 +167,10 @@ type GroupHooks struct {
 	// while a transaction that commits one of them is open (the client
 	// always asks for stable offsets), and a holder that died between
 	// committing its offset in a transaction and ending it leaves that
-	// transaction open for the whole transaction timeout: an exactly-once
-	// task fences its partition's earlier holders here, which aborts it
-	// at once. Assigned may follow later, or (the partition taken away
-	// meanwhile) Revoked or Lost instead.
+	// transaction open for the whole transaction timeout: a task whose
+	// offset stays unstable fences its partition's earlier holders here,
+	// which aborts it at once. Assigned may follow later, or (the
+	// partition taken away meanwhile) Revoked or Lost instead.
 	Adding func(parts []int32)
 	// Assigned opens the tasks of partitions given to this member and
 	// returns the offset each reads from (its state's position, not the

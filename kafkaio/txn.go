@@ -17,6 +17,10 @@ import (
 // this one) owns the task now, and this one must stop writing.
 var ErrFenced = errors.New("fenced by a newer producer with the same transactional id")
 
+// ErrUnstable is StableOffsets giving up (its ctx done) while an open
+// transaction still commits one of the offsets asked for.
+var ErrUnstable = errors.New("an open transaction commits the offset")
+
 // TxnProducer is one task's transactional producer (exactly-once). Every
 // record the task produces between two commits rides one Kafka
 // transaction, which Commit ends together with the task's input offset,
@@ -279,7 +283,7 @@ func (k *Client) StableOffsets(ctx context.Context, group, topic string, parts .
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("offsets of group %s stay unstable (an open transaction): %w", group, ctx.Err())
+			return nil, fmt.Errorf("offsets of group %s stay unstable: %w: %w", group, ErrUnstable, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
