@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,9 +31,10 @@ type Kafka interface {
 	NewPending() Pending
 	// NewTxnProducer opens a task's transactional producer, fencing
 	// earlier holders of id; StableOffsets reads what the last committed
-	// transactions left in a consumer group (exactly-once stages only).
+	// transactions left in a consumer group on the partitions given (none:
+	// every partition; exactly-once stages only).
 	NewTxnProducer(ctx context.Context, id string) (TxnProducer, error)
-	StableOffsets(ctx context.Context, group, topic string) (map[int32]kafkaio.Committed, error)
+	StableOffsets(ctx context.Context, group, topic string, parts ...int32) (map[int32]kafkaio.Committed, error)
 }
 
 // TxnProducer is a task's transactional producer: what the task produces
@@ -183,8 +185,12 @@ type Stage struct {
 	// state from the changelog in the background (restore.go); their
 	// partitions are not fetched until they open.
 	restoring map[int32]*restoringTask
-	wakeMu    sync.Mutex
-	wake      context.CancelFunc // ends the poll under way (nil: none)
+	// fenced: tasks of partitions just given to this process, their
+	// transactional producers open (earlier holders fenced), not yet
+	// opened: adding made them, assigned opens them.
+	fenced map[int32]*task
+	wakeMu sync.Mutex
+	wake   context.CancelFunc // ends the poll under way (nil: none)
 
 	runCtx    context.Context
 	cancel    context.CancelFunc
@@ -211,7 +217,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	if cfg.Changelog == "" {
 		return nil, fmt.Errorf("start %s: no changelog topic", cfg.Name)
 	}
-	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, fenced: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
 		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Standbys > 0 && cfg.Node != "" {
@@ -219,7 +225,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
 	}
 	cons, err := deps.Kafka.NewGroupConsumer(cfg.Group, cfg.Topic, cfg.MaxPoll, cfg.SessionTimeout, cfg.Node, kafkaio.GroupHooks{
-		Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
+		Adding: s.adding, Assigned: s.assigned, Revoked: s.revoked, Lost: s.lost, Joined: s.noteJoined})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
@@ -265,6 +271,13 @@ func (s *Stage) AwaitAssigned(ctx context.Context) error {
 // joinTimeout bounds how long a start waits for its first assignment.
 const joinTimeout = 30 * time.Second
 
+// slowOpen is how long fencing an assignment's tasks and reading their
+// positions may take before it is logged: it runs in the group's
+// assignment callback, and a member stuck there does not rejoin the
+// group's next rebalance (kafkaio's rebalance timeout is 2/5 of the
+// session).
+const slowOpen = 2 * time.Second
+
 // noteJoined records that the group gave this member its assignment.
 func (s *Stage) noteJoined() {
 	s.mu.Lock()
@@ -283,6 +296,91 @@ func (s *Stage) firstErr() error {
 	return s.openErr
 }
 
+// adding fences the earlier holders of partitions the group is giving
+// this process, before the consumer reads their committed offsets, when
+// those offsets stay unstable for deadHolderGrace: the consumer's read
+// waits while a transaction commits one of them, and a holder killed
+// between committing its offset in a transaction and ending it leaves
+// that transaction open until the broker times it out (TxnTimeout, 60 s).
+// Opening the transactional producer aborts it at once. On Apache Kafka
+// the 3-node audit saw a SIGKILLed node's tasks unopened for over 60 s
+// otherwise.
+//
+// Offsets that are stable (or soon are: a live holder's commit leaves its
+// offset pending for milliseconds) are fenced by assigned, after the
+// consumer's read, as before: fencing as soon as a partition is given
+// cut short the last moments of a previous holder that had not yet heard
+// it lost the partition (a member slow to rejoin a rebalance keeps its
+// partitions until it does), which failed its stage as fenced.
+func (s *Stage) adding(parts []int32) {
+	ctx := s.runCtx
+	if ctx.Err() != nil {
+		return // stopping: the group is being left
+	}
+	var todo []int32
+	for _, p := range parts {
+		if s.task(p) == nil && !s.isRestoring(p) && s.takeFenced(p, false) == nil {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	gctx, cancel := context.WithTimeout(ctx, deadHolderGrace)
+	_, err := s.deps.Kafka.StableOffsets(gctx, s.cfg.Group, s.cfg.Topic, todo...)
+	cancel()
+	if !errors.Is(err, kafkaio.ErrUnstable) || ctx.Err() != nil {
+		return // stable (or unreadable: assigned finds out)
+	}
+	s.log.Info("a transaction keeps partitions' offsets unstable; fencing their earlier holders now", "group", s.cfg.Group, "partitions", todo, "waited", deadHolderGrace)
+	for _, p := range todo {
+		s.standby.claim(p)
+		t, err := s.fenceTask(ctx, p)
+		if err != nil {
+			// assigned tries again, and fails the stage if it cannot.
+			s.standby.release(p)
+			continue
+		}
+		s.tmu.Lock()
+		s.fenced[p] = t
+		s.tmu.Unlock()
+	}
+}
+
+// deadHolderGrace is how long adding lets the offsets of partitions given
+// to this process stay unstable before it takes their holder for dead.
+const deadHolderGrace = 2 * time.Second
+
+// takeFenced returns the fenced, unopened task of p (nil: none), removing
+// it if take.
+func (s *Stage) takeFenced(p int32, take bool) *task {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	t := s.fenced[p]
+	if take {
+		delete(s.fenced, p)
+	}
+	return t
+}
+
+// dropFenced closes the producers of fenced tasks of parts that will not
+// open here.
+func (s *Stage) dropFenced(parts []int32) {
+	var drop []*task
+	s.tmu.Lock()
+	for _, p := range parts {
+		if t := s.fenced[p]; t != nil {
+			drop = append(drop, t)
+			delete(s.fenced, p)
+		}
+	}
+	s.tmu.Unlock()
+	for _, t := range drop {
+		t.closeProducers()
+		s.standby.release(t.p)
+	}
+}
+
 // assigned opens the tasks of partitions the group gave this process and
 // returns the offset each reads from. A task that cannot open fails the
 // stage.
@@ -294,8 +392,13 @@ func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 		return at, nil // stopping: the group is being left
 	}
 	var fresh []*task
+	start := time.Now()
 	for _, p := range parts {
 		if s.task(p) != nil || s.isRestoring(p) {
+			continue
+		}
+		if t := s.takeFenced(p, true); t != nil {
+			fresh = append(fresh, t)
 			continue
 		}
 		s.standby.claim(p)
@@ -313,7 +416,13 @@ func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 	// Read once for every task given, and only now that every earlier
 	// holder is fenced (its open transaction aborted): these ends and
 	// offsets are final.
-	pos, err := s.positions(ctx)
+	fenced := time.Now()
+	pos, err := s.positions(ctx, fresh)
+	if took := time.Since(start); took > slowOpen {
+		// The group's next rebalance waits for this member meanwhile.
+		s.log.Warn("opening the tasks of an assignment was slow", "group", s.cfg.Group, "partitions", parts,
+			"fencing", fenced.Sub(start).Round(time.Millisecond), "positions", time.Since(fenced).Round(time.Millisecond))
+	}
 	if err != nil {
 		for _, t := range fresh {
 			t.closeProducers()
@@ -364,7 +473,13 @@ type positions struct {
 	committed        map[int32]kafkaio.Committed
 }
 
-func (s *Stage) positions(ctx context.Context) (positions, error) {
+// positions reads them for tasks: the committed offsets of the tasks'
+// partitions only, which their fencing has just made stable. Another
+// partition's offset may stay unstable until its dead holder's
+// transaction times out, and this runs in the group's assignment
+// callback, which must return for the member to take part in the group's
+// next rebalance (kafkaio.StableOffsets).
+func (s *Stage) positions(ctx context.Context, tasks []*task) (positions, error) {
 	var pos positions
 	var err error
 	if pos.input, err = s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic); err != nil {
@@ -374,7 +489,11 @@ func (s *Stage) positions(ctx context.Context) (positions, error) {
 		return pos, fmt.Errorf("changelog %s: %w", s.cfg.Changelog, err)
 	}
 	if s.cfg.ExactlyOnce {
-		pos.committed, err = s.deps.Kafka.StableOffsets(ctx, s.cfg.Group, s.cfg.Topic)
+		parts := make([]int32, len(tasks))
+		for i, t := range tasks {
+			parts[i] = t.p
+		}
+		pos.committed, err = s.deps.Kafka.StableOffsets(ctx, s.cfg.Group, s.cfg.Topic, parts...)
 	}
 	return pos, err
 }
@@ -410,6 +529,7 @@ func (s *Stage) lost(parts []int32) {
 }
 
 func (s *Stage) closeTasks(parts []int32, commit bool) {
+	s.dropFenced(parts)
 	s.cancelRestores(parts)
 	var closing []*task
 	s.tmu.Lock()
@@ -536,6 +656,10 @@ func (s *Stage) Stop() {
 	s.leaveGroup()
 	s.wg.Wait()
 	s.dropRestored()
+	s.tmu.Lock()
+	left := slices.Collect(maps.Keys(s.fenced))
+	s.tmu.Unlock()
+	s.dropFenced(left)
 }
 
 // poll hands each fetched partition to its task.

@@ -162,6 +162,16 @@ func (k *Client) deleteGroups(ctx context.Context, groups []string) error {
 // partitions come and go. Each is called from the group's own goroutine,
 // never two at once; the group waits for it.
 type GroupHooks struct {
+	// Adding, when set, is told of partitions newly given to this member
+	// before the client reads their committed offsets. That read waits
+	// while a transaction that commits one of them is open (the client
+	// always asks for stable offsets), and a holder that died between
+	// committing its offset in a transaction and ending it leaves that
+	// transaction open for the whole transaction timeout: a task whose
+	// offset stays unstable fences its partition's earlier holders here,
+	// which aborts it at once. Assigned may follow later, or (the
+	// partition taken away meanwhile) Revoked or Lost instead.
+	Adding func(parts []int32)
 	// Assigned opens the tasks of partitions given to this member and
 	// returns the offset each reads from (its state's position, not the
 	// group's: the state is the truth). A partition left out is not read.
@@ -235,8 +245,13 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 			return offs, nil
 		}),
 		kgo.BlockRebalanceOnPoll(),
+		// Called before the client fetches the committed offsets of the
+		// partitions added (franz-go waits for this callback first).
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			if len(m[topic]) == 0 && hooks.Joined != nil {
+			switch ps := topicParts(m); {
+			case len(ps) > 0 && hooks.Adding != nil:
+				hooks.Adding(ps)
+			case len(ps) == 0 && hooks.Joined != nil:
 				hooks.Joined()
 			}
 		}),

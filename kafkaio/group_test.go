@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -149,5 +151,147 @@ func TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds(t *testing.T) {
 	o.mu.Unlock()
 	if len(overlap) > 0 {
 		t.Errorf("a partition ran on two members at once: %v", overlap)
+	}
+}
+
+// TestAddingFencesBeforeTheStableOffsetRead: the holder of partition 1
+// died between committing its offset in a transaction and ending it, so
+// the transaction stays open until the broker times it out (a minute
+// here, as for tasks). The client reads a new member's committed offsets
+// require_stable, which waits for that transaction; GroupHooks.Adding
+// runs before that read, so fencing the partition's transactional id
+// there (aborting the dead transaction) lets the member open its
+// partitions at once. The 3-node audit on Apache Kafka saw a SIGKILLed
+// node's tasks unopened for over 60 s while the fencing came only after
+// the read.
+func TestAddingFencesBeforeTheStableOffsetRead(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := New(&Conn{Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	txnID := func(p int32) string { return fmt.Sprintf("task-%d", p) }
+	// The group exists (a dead holder had committed before).
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 3, LeaderEpoch: -1})
+	if _, err := k.adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	leaveTxnOffsetOpen(ctx, t, k, txnID(1), "g", "t", 1, 7)
+
+	var mu sync.Mutex
+	var fenced []*TxnProducer
+	assigned := make(chan []int32, 1)
+	hooks := GroupHooks{
+		Adding: func(parts []int32) {
+			for _, p := range parts {
+				tx, err := k.NewTxnProducer(ctx, txnID(p), time.Minute)
+				if err != nil {
+					t.Errorf("fence partition %d: %v", p, err)
+					continue
+				}
+				mu.Lock()
+				fenced = append(fenced, tx)
+				mu.Unlock()
+			}
+		},
+		Assigned: func(parts []int32) (map[int32]int64, []int32) {
+			assigned <- parts
+			return map[int32]int64{}, nil
+		},
+		Revoked: func([]int32) {},
+		Lost:    func([]int32) {},
+	}
+	cons, err := k.NewGroupConsumer("g", "t", 100, 6*time.Second, "a", hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for pctx.Err() == nil {
+			_, _ = cons.Poll(pctx)
+		}
+	}()
+	defer func() {
+		stop()
+		<-done
+		cons.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tx := range fenced {
+			tx.Close()
+		}
+	}()
+	select {
+	case parts := <-assigned:
+		if len(parts) != 2 {
+			t.Fatalf("assigned %v, want both partitions", parts)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no assignment within 15 s: the offset read waited for the dead holder's transaction")
+	}
+}
+
+// leaveTxnOffsetOpen commits offset at of partition p in group inside a
+// transaction of transactional id txnID that it leaves open, as a task
+// killed between its TxnOffsetCommit and its EndTxn does.
+func leaveTxnOffsetOpen(ctx context.Context, t *testing.T, k *Client, txnID, group, topic string, p int32, at int64) {
+	t.Helper()
+	tx, err := k.NewTxnProducer(ctx, txnID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close() // closing sends no EndTxn
+	pid, epoch, err := tx.cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	aresp, err := add.RequestWith(ctx, tx.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(aresp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("add offsets to transaction: %v", err)
+	}
+	tid, err := tx.topicID(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, pid, epoch
+	req.Generation, req.MemberID = -1, ""
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic, rt.TopicID = topic, tid
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = p, at, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, tx.cl)
+	if err != nil {
+		t.Fatalf("commit offset in transaction: %v", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatalf("commit offset of %s/%d in transaction: %v", topic, rp.Partition, err)
+			}
+		}
+	}
+	// The open transaction shows to a stable read of the group.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := k.StableOffsets(short, group, topic); err == nil {
+		t.Fatal("the group's offsets read as stable with a transaction left open: the set-up does not reproduce a dead holder")
 	}
 }

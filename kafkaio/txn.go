@@ -17,6 +17,10 @@ import (
 // this one) owns the task now, and this one must stop writing.
 var ErrFenced = errors.New("fenced by a newer producer with the same transactional id")
 
+// ErrUnstable is StableOffsets giving up (its ctx done) while an open
+// transaction still commits one of the offsets asked for.
+var ErrUnstable = errors.New("an open transaction commits the offset")
+
 // TxnProducer is one task's transactional producer (exactly-once). Every
 // record the task produces between two commits rides one Kafka
 // transaction, which Commit ends together with the task's input offset,
@@ -255,34 +259,51 @@ type Committed struct {
 	Metadata string
 }
 
-// StableOffsets reads the committed offsets of group on topic, waiting
-// while a transaction that commits some of them is still open (KIP-447's
-// require_stable): the answer is what the last committed transaction left.
-func (k *Client) StableOffsets(ctx context.Context, group, topic string) (map[int32]Committed, error) {
+// StableOffsets reads the committed offsets of group on partitions parts
+// of topic (none given: every partition), waiting while a transaction that
+// commits one of them is still open (KIP-447's require_stable): the answer
+// is what the last committed transaction left.
+//
+// A task opening its partitions asks for those only, which it has just
+// fenced (their open transactions aborted): Kafka answers
+// UNSTABLE_OFFSET_COMMIT per partition, and another partition's
+// transaction may stay open for the whole transaction timeout (60 s) when
+// its producer died mid-commit and no live member has fenced it yet.
+// Waiting for that inside the group's assignment callback kept the member
+// from rejoining the group's next rebalance, and so kept that partition
+// from being given to anyone: the 3-node audit on Apache Kafka saw tasks
+// of a SIGKILLed node with no owner for over 60 s. (kfake answers
+// UNSTABLE_OFFSET_COMMIT for every partition of a group while any of its
+// offsets is pending, so there a task's open still waits for them all.)
+func (k *Client) StableOffsets(ctx context.Context, group, topic string, parts ...int32) (map[int32]Committed, error) {
 	for {
-		out, err := k.stableOffsets(ctx, group, topic)
+		out, err := k.stableOffsets(ctx, group, topic, parts)
 		if !errors.Is(err, kerr.UnstableOffsetCommit) {
 			return out, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("offsets of group %s stay unstable (an open transaction): %w", group, ctx.Err())
+			return nil, fmt.Errorf("offsets of group %s stay unstable: %w: %w", group, ErrUnstable, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func (k *Client) stableOffsets(ctx context.Context, group, topic string) (map[int32]Committed, error) {
+func (k *Client) stableOffsets(ctx context.Context, group, topic string, parts []int32) (map[int32]Committed, error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
 	rt.Topic = topic
-	n, err := k.Partitions(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	for p := 0; p < n; p++ {
-		rt.Partitions = append(rt.Partitions, int32(p))
+	if len(parts) > 0 {
+		rt.Partitions = parts
+	} else {
+		n, err := k.Partitions(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		for p := 0; p < n; p++ {
+			rt.Partitions = append(rt.Partitions, int32(p))
+		}
 	}
 	req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
 	req.RequireStable = true

@@ -7,7 +7,10 @@
 # create a topic, then runs
 #   1. ci/kafka/placement_test.go: placement agreement with the Java client
 #      (records the Java producer places vs TurbineSQL's murmur2, and records
-#      TurbineSQL's INSERT places vs the Java client's partitioner);
+#      TurbineSQL's INSERT places vs the Java client's partitioner),
+#      and ci/kafka/stable_test.go: a task's committed offset reads as
+#      stable while another partition's dead holder left its transaction
+#      open (Kafka answers per partition; kfake for the whole group);
 #   2. the sqllogictest suite (server.TestSQLLogic) and the server tests of
 #      hops, keyed output and recovery against that broker, through its
 #      SASL_SSL listener (SCRAM-SHA-256 user, certificate signed by a CA this
