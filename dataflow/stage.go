@@ -363,19 +363,25 @@ func (s *Stage) takeFenced(p int32, take bool) *task {
 	return t
 }
 
+// takeTasks removes the tasks of parts from m (s.tasks or s.fenced) and
+// returns them.
+func (s *Stage) takeTasks(m map[int32]*task, parts []int32) []*task {
+	var out []*task
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	for _, p := range parts {
+		if t := m[p]; t != nil {
+			out = append(out, t)
+			delete(m, p)
+		}
+	}
+	return out
+}
+
 // dropFenced closes the producers of fenced tasks of parts that will not
 // open here.
 func (s *Stage) dropFenced(parts []int32) {
-	var drop []*task
-	s.tmu.Lock()
-	for _, p := range parts {
-		if t := s.fenced[p]; t != nil {
-			drop = append(drop, t)
-			delete(s.fenced, p)
-		}
-	}
-	s.tmu.Unlock()
-	for _, t := range drop {
+	for _, t := range s.takeTasks(s.fenced, parts) {
 		t.closeProducers()
 		s.standby.release(t.p)
 	}
@@ -531,15 +537,7 @@ func (s *Stage) lost(parts []int32) {
 func (s *Stage) closeTasks(parts []int32, commit bool) {
 	s.dropFenced(parts)
 	s.cancelRestores(parts)
-	var closing []*task
-	s.tmu.Lock()
-	for _, p := range parts {
-		if t := s.tasks[p]; t != nil {
-			closing = append(closing, t)
-			delete(s.tasks, p)
-		}
-	}
-	s.tmu.Unlock()
+	closing := s.takeTasks(s.tasks, parts)
 	for _, t := range closing {
 		if !commit {
 			t.noFinal.Store(true)
