@@ -314,8 +314,10 @@ func (s *Stage) firstErr() error {
 // partitions until it does), which failed its stage as fenced.
 func (s *Stage) adding(parts []int32) {
 	ctx := s.runCtx
-	if ctx.Err() != nil {
-		return // stopping: the group is being left
+	if !s.cfg.ExactlyOnce || ctx.Err() != nil {
+		// No transactions: offsets are always stable. Or stopping: the
+		// group is being left.
+		return
 	}
 	var todo []int32
 	for _, p := range parts {

@@ -173,22 +173,10 @@ func (e *EndScan) Close() error {
 // returns how many sessions it indexed. A task runs it at start when the
 // last commit may have come from a version that kept no index.
 func (p *Pending) RebuildEnds(end func(val []byte) (int64, error)) (int, error) {
-	var stale [][]byte
-	gs := p.Ends(1<<63 - 1)
-	for {
-		w, kg, key, ok := gs.Next()
-		if !ok {
-			break
-		}
-		stale = append(stale, GroupKey(p.stream, w, kg, key))
-	}
-	if err := gs.Close(); err != nil {
+	// The whole index goes in one range deletion (not read first).
+	gpre := streamPrefix(prefixGroup, p.stream)
+	if err := p.b.DeleteRange(gpre, upper(gpre), nil); err != nil {
 		return 0, err
-	}
-	for _, k := range stale {
-		if err := p.b.Delete(k, nil); err != nil {
-			return 0, err
-		}
 	}
 	pre := streamPrefix(prefixAcc, p.stream)
 	it, err := p.s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)})
