@@ -186,7 +186,8 @@ func (t *task) try(ctx context.Context, f func() error) {
 				}
 			}
 			if errors.Is(err, kafkaio.ErrFenced) {
-				err = fmt.Errorf("%w: another server with the same app id runs this stream now, so this one stopped it", err)
+				t.st.fail(&TaskMigrated{Partition: t.p, Err: err})
+				return
 			}
 		}
 		t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))

@@ -104,6 +104,29 @@ func (e *TxnAborted) Error() string {
 
 func (e *TxnAborted) Unwrap() error { return e.Err }
 
+// TaskMigrated is an exactly-once task whose transactional producer was
+// fenced: another process opened the partition's transactional id, which
+// a process does when the stage's consumer group gives it the partition.
+// In an app of several processes that is a rebalance this one took part in
+// late (its poll loop busy past the rebalance timeout: the group went on
+// with its stale view and moved the partition). Nothing of the task's open
+// transaction is visible. The stage cannot go on with the partition, but
+// the stream is not broken: starting the stage again rejoins the group,
+// which decides who runs the partition now (the new holder keeps it; if
+// the group gives it back here, this process fences the other in turn, as
+// any new owner does). Kafka Streams treats this the same way
+// (TaskMigratedException: close the tasks, rejoin).
+type TaskMigrated struct {
+	Partition int32
+	Err       error
+}
+
+func (e *TaskMigrated) Error() string {
+	return fmt.Sprintf("partition %d was given to another process of the app (this one's producer was fenced; its open transaction is aborted, nothing of it visible): %v", e.Partition, e.Err)
+}
+
+func (e *TaskMigrated) Unwrap() error { return e.Err }
+
 // transient marks a failure of the Kafka side of an exactly-once commit
 // as curable by a restart, unless the producer was fenced.
 func transient(err error) error {
@@ -196,22 +219,6 @@ func parseProgress(s string) (Watermark, uint64, error) {
 		}
 	}
 	return wm, holder, nil
-}
-
-// TakenOver reports whether a process other than holder committed one of
-// the offsets (read from a stage's consumer group) after since: what
-// tells a server whose commit failed that another server with the same
-// app id runs its tasks now, so it must not start them again (that would
-// fence the other one in turn). Commits of holder's own earlier runs are
-// older than since.
-func TakenOver(committed map[int32]kafkaio.Committed, holder uint64, since time.Time) (uint64, bool) {
-	for _, c := range committed {
-		wm, h, err := parseProgress(c.Metadata)
-		if err == nil && h != 0 && h != holder && wm.Now.After(since) {
-			return h, true
-		}
-	}
-	return 0, false
 }
 
 // switchOut is a task's producer as its operators see it: while the task

@@ -298,17 +298,17 @@ func TestExactlyOnceAbortsOnError(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceFencesZombie: a second server with the same app id (here
-// on its own data dir) joins the stream's consumer group and, the one
-// partition staying where it is, runs nothing of it. Then a zombie is made
-// of the first: the partition's transactional id is opened elsewhere, as
-// the group's next owner does after a process falls out of the group. The
-// first server's next commit fails; that stream stops there with a clear
-// error and leaves the group, while the first server and its other
-// streams keep running. The second server is given the partition, fences
-// the interloper in turn, restores the state from the changelog, and goes
-// on: every pane once.
-func TestExactlyOnceFencesZombie(t *testing.T) {
+// TestExactlyOnceFencedTaskRejoins: a second server with the same app id
+// (here on its own data dir) joins the stream's consumer group and, the one
+// partition staying where it is, runs nothing of it. Then the partition's
+// transactional id is opened elsewhere, as the group's next owner does
+// when a rebalance this process joined late moved the partition. The
+// first server's next commit fails fenced; the stream does not stay
+// failed (in an app of several processes this is a routine move, not a
+// fault): it starts again and rejoins its group, which decides who runs
+// the partition, while the server's other stream keeps running. Every
+// pane comes out once.
+func TestExactlyOnceFencedTaskRejoins(t *testing.T) {
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
@@ -345,17 +345,22 @@ func TestExactlyOnceFencesZombie(t *testing.T) {
 	if _, err := cb.Exec(ctx, `INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:13'), ('a', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the first server's exactly-once stream to stop, fenced", func() bool {
-		st, _ := streamStatus(ctx, t, ca, "counts")
-		return st == "failed"
-	})
-	if _, msg := streamStatus(ctx, t, ca, "counts"); !strings.Contains(msg, "fenced") || !strings.Contains(msg, "same app id") {
-		t.Errorf("the fenced stream's error %q should say it was fenced by a server with the same app id", msg)
+	restarts := func() int {
+		a.recovering.mu.Lock()
+		defer a.recovering.mu.Unlock()
+		if rc := a.recovering.runs["stream counts"]; rc != nil {
+			return rc.n
+		}
+		return 0
 	}
+	waitFor(t, 30*time.Second, "the first server's fenced stream to start again", func() bool {
+		st, _ := streamStatus(ctx, t, ca, "counts")
+		return restarts() > 0 && st == "running"
+	})
 	if st, _ := streamStatus(ctx, t, ca, "others"); st != "running" {
 		t.Errorf("the first server's other stream is %s, want running", st)
 	}
-	waitOwned(t, "the second server to be given the partition", func() bool { return owned(b, "counts") == 1 })
+	waitOwned(t, "one of the two servers to run the partition", func() bool { return owned(a, "counts")+owned(b, "counts") == 1 })
 	if _, err := cb.Exec(ctx, `FLUSH`); err != nil {
 		t.Fatal(err)
 	}

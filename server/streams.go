@@ -35,12 +35,9 @@ type stream struct {
 	// board shows the placement check of each input partition (nil: the
 	// stream is not checked).
 	board *placement.Board
-	err   error // it could not start (final is nil), or was taken over
+	err   error // it could not start (final is nil)
 	// stopped: held stopped by ALTER STREAM ... STOP (no stages run).
 	stopped bool
-	// started is when its stages started (exactly-once: commits of another
-	// server after it mean this one was fenced).
-	started time.Time
 }
 
 // streamSpec is the partition counts a stream was started with.
@@ -68,8 +65,6 @@ type sharedHop struct {
 	// it is).
 	cfg dataflow.StageConfig
 	eos bool
-	// started is when the hop's stage last started.
-	started time.Time
 }
 
 // status is what SHOW STREAMS prints of a stream's health: running, or
@@ -286,7 +281,7 @@ func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
 
 // startStream starts the stages of a stream.
 func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
-	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}, started: s.clock()}
+	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
 	tsIdx, delay, idle := inputTime(p)
 	maxOut, err := s.kafka.MaxMessageBytes(ctx, def.Topic)
 	if err != nil {
@@ -586,7 +581,7 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 			}
 		},
 	}
-	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos, started: s.clock()}
+	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos}
 	if eos {
 		if err := s.exactlyOnce(ctx, &cfg); err != nil {
 			return nil, err
@@ -625,7 +620,7 @@ func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
 		}
 		return fmt.Errorf("repartition hop %s, exactly-once: %w", h.topic, err)
 	}
-	h.stage, h.cfg, h.eos, h.started = st, cfg, true, s.clock()
+	h.stage, h.cfg, h.eos = st, cfg, true
 	return nil
 }
 
