@@ -67,6 +67,9 @@ type Consumer interface {
 	// Release starts fetching a partition the assignment held (its task
 	// restored in the background), at offset at.
 	Release(p int32, at int64)
+	// AllowRebalance lets the group rebalance before the next Poll, once
+	// every fetch of the last one has its task.
+	AllowRebalance()
 	Close()
 }
 
@@ -175,6 +178,8 @@ type Stage struct {
 	log   *slog.Logger
 	peers *window.Peers
 	cons  Consumer
+	// dest is the poll loop's: the task of each fetch of the last poll.
+	dest []*task
 	// standby keeps warm copies of partitions other processes run (nil:
 	// none).
 	standby *standbys
@@ -700,10 +705,34 @@ func (s *Stage) poll(ctx context.Context) {
 			s.deps.Log.Info("reading input again", "stage", s.cfg.Name, "topic", s.cfg.Topic)
 			retrying = false
 		}
+		// Each fetch goes to the task that owned its partition when the
+		// poll returned, resolved while the group cannot rebalance: a
+		// task started later for the same partition (it moved away and
+		// came back) starts at its committed offset and must never get
+		// a fetch of its predecessor's.
+		s.dest = s.dest[:0]
 		for _, fp := range parts {
-			t := s.task(fp.Partition)
+			s.dest = append(s.dest, s.task(fp.Partition))
+		}
+		allowed := false
+		for i, fp := range parts {
+			t := s.dest[i]
 			if t == nil {
 				continue
+			}
+			select {
+			case t.in <- fp:
+				continue
+			default:
+			}
+			if !allowed {
+				// The task is busy (a large batch, a commit, a window's
+				// close): the group may rebalance meanwhile, so this
+				// member answers a rebalance within its timeout instead
+				// of after the hand-off. A task the rebalance closes
+				// drops its fetch (done).
+				s.cons.AllowRebalance()
+				allowed = true
 			}
 			select {
 			case t.in <- fp:

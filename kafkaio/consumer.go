@@ -43,8 +43,8 @@ type FetchPart struct {
 
 // Poll waits for records and returns them by partition. A cancelled ctx
 // returns nothing and no error. The group does not rebalance from one
-// Poll's return to the next Poll (or Close): what a poll returned is
-// handed to the tasks that own it before a partition can move, so a
+// Poll's return to the next Poll, AllowRebalance or Close: the caller
+// resolves which task owns each fetch before a partition can move, so a
 // partition that moves (or comes back) is never given a fetch of its
 // previous owner's.
 func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
@@ -65,6 +65,15 @@ func (c *Consumer) Poll(ctx context.Context) ([]FetchPart, error) {
 	})
 	return out, nil
 }
+
+// AllowRebalance lets the group rebalance before the next Poll. It is for
+// a caller that has resolved where every fetch of the last Poll goes and
+// may take a while handing them out (a busy task): a member that does not
+// rejoin a rebalance within its timeout is left out of it, and the group
+// goes on with the member's stale ownership, so it may move a partition
+// the member still runs (the 3-node audit on Kafka saw a live exactly-once
+// task fenced that way).
+func (c *Consumer) AllowRebalance() { c.cl.AllowRebalance() }
 
 // Release starts fetching partition p, held since its assignment, at
 // offset at. A partition no longer assigned is left alone.

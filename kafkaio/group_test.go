@@ -295,3 +295,107 @@ func leaveTxnOffsetOpen(ctx context.Context, t *testing.T, k *Client, txnID, gro
 		t.Fatal("the group's offsets read as stable with a transaction left open: the set-up does not reproduce a dead holder")
 	}
 }
+
+// TestAllowRebalanceLetsABusyMemberHandOver: member a polled and is busy
+// handing the fetch out (a task of its own is slow) when b joins. With
+// AllowRebalance called first, a answers the rebalance meanwhile: it
+// hands partitions over before b runs them, and b gets its share within
+// a few seconds. Without it a rejoins only at its next poll, past the
+// rebalance timeout, and the group goes on with a's stale ownership: b
+// was given partitions a still ran (the 3-node audit on Kafka saw a live
+// exactly-once task fenced that way).
+func TestAllowRebalanceLetsABusyMemberHandOver(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := New(&Conn{Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	const session = 2 * time.Second
+	o := &owners{of: map[int32]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var members []*Consumer
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, m := range members {
+			m.Close()
+		}
+	}()
+	// Records keep coming, so a poll returns soon.
+	prod := k.NewPending()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			prod.Produce(ctx, &Record{Topic: "t", Partition: int32(i % 4), Value: []byte("x")})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	busy := make(chan struct{}) // closed: a's next hand-off takes 4 sessions
+	inBusy := make(chan struct{})
+	join := func(member string, stall, allow bool) {
+		cons, err := k.NewGroupConsumer("g", "t", 100, session, member, o.hooks(member))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, cons)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stalled := false
+			for ctx.Err() == nil {
+				parts, err := cons.Poll(ctx)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				select {
+				case <-busy:
+				default:
+					continue
+				}
+				if !stall || stalled || len(parts) == 0 {
+					continue
+				}
+				stalled = true
+				if allow {
+					cons.AllowRebalance()
+				}
+				close(inBusy)
+				select {
+				case <-ctx.Done():
+				case <-time.After(4 * session):
+				}
+			}
+		}()
+	}
+	wait := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	join("a", true, true)
+	wait("a to own every partition", 20*time.Second, func() bool { return o.count("a") == 4 })
+	close(busy)
+	<-inBusy
+	join("b", false, false)
+	start := time.Now()
+	wait("b to be given a share while a is busy", 3*session, func() bool { return o.count("b") > 0 })
+	t.Logf("b got %d partitions %v after joining", o.count("b"), time.Since(start).Round(time.Millisecond))
+	o.mu.Lock()
+	overlap := o.overlap
+	o.mu.Unlock()
+	if len(overlap) > 0 {
+		t.Errorf("a partition ran on two members at once: %v", overlap)
+	}
+}
