@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,62 @@ func (o *owners) count(member string) int {
 	return n
 }
 
+// groupTest is a kfake cluster whose topic t has 4 partitions, a client
+// of it, and the members a test joins to group g; its cleanup stops the
+// members' loops and closes them.
+type groupTest struct {
+	c       *kfake.Cluster
+	k       *Client
+	o       *owners
+	ctx     context.Context
+	wg      sync.WaitGroup
+	members []*Consumer
+}
+
+func newGroupTest(t *testing.T) *groupTest {
+	t.Helper()
+	// A 1 s minimum session, under Kafka's 6 s, keeps the tests short.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := New(&Conn{Brokers: c.ListenAddrs()})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &groupTest{c: c, k: k, o: &owners{of: map[int32]string{}}, ctx: ctx}
+	t.Cleanup(func() {
+		cancel()
+		g.wg.Wait()
+		for _, m := range g.members {
+			m.Close()
+		}
+		k.Close()
+		c.Close()
+	})
+	return g
+}
+
+// wait waits until cond holds, failing the test after within.
+func (g *groupTest) wait(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// overlaps is what the owners saw run on two members at once.
+func (g *groupTest) overlaps() []string {
+	g.o.mu.Lock()
+	defer g.o.mu.Unlock()
+	return slices.Clone(g.o.overlap)
+}
+
 // TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds: member b's
 // SyncGroup gets no answer (as when the group's leader died after its
 // join). A member sends no heartbeats while it waits, so its session ends
@@ -72,55 +129,27 @@ func (o *owners) count(member string) int {
 // the client's default rebalance timeout (60 s) b kept running them while
 // a took them over.
 func TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds(t *testing.T) {
-	// A 2 s session, under Kafka's 6 s minimum, keeps the test short.
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := New(&Conn{Brokers: c.ListenAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	g := newGroupTest(t)
+	c, k, o, ctx := g.c, g.k, g.o, g.ctx
 	const session = 2 * time.Second
-	o := &owners{of: map[int32]string{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var members []*Consumer
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, m := range members {
-			m.Close()
-		}
-	}()
 	join := func(member string) *Consumer {
 		cons, err := k.NewGroupConsumer("g", "t", 100, session, member, o.hooks(member))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Add(1)
+		g.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer g.wg.Done()
 			for ctx.Err() == nil {
 				if _, err := cons.Poll(ctx); err != nil {
 					time.Sleep(50 * time.Millisecond) // out of the group, say
 				}
 			}
 		}()
-		members = append(members, cons)
+		g.members = append(g.members, cons)
 		return cons
 	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
+	wait := func(what string, cond func() bool) { t.Helper(); g.wait(t, what, 20*time.Second, cond) }
 	join("a")
 	wait("a to own every partition", func() bool { return o.count("a") == 4 })
 	join("b")
@@ -146,10 +175,7 @@ func TestSyncNeverAnsweredLosesPartitionsBeforeSessionEnds(t *testing.T) {
 	}
 	// b's session ends 2 s after its join; watch 3 session timeouts.
 	time.Sleep(3 * session)
-	o.mu.Lock()
-	overlap := o.overlap
-	o.mu.Unlock()
-	if len(overlap) > 0 {
+	if overlap := g.overlaps(); len(overlap) > 0 {
 		t.Errorf("a partition ran on two members at once: %v", overlap)
 	}
 }
@@ -305,34 +331,14 @@ func leaveTxnOffsetOpen(ctx context.Context, t *testing.T, k *Client, txnID, gro
 // was given partitions a still ran (the 3-node audit on Kafka saw a live
 // exactly-once task fenced that way).
 func TestAllowRebalanceLetsABusyMemberHandOver(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := New(&Conn{Brokers: c.ListenAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	g := newGroupTest(t)
+	k, o, ctx := g.k, g.o, g.ctx
 	const session = 2 * time.Second
-	o := &owners{of: map[int32]string{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var members []*Consumer
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, m := range members {
-			m.Close()
-		}
-	}()
 	// Records keep coming, so a poll returns soon.
 	prod := k.NewPending()
-	wg.Add(1)
+	g.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer g.wg.Done()
 		for i := 0; ctx.Err() == nil; i++ {
 			prod.Produce(ctx, &Record{Topic: "t", Partition: int32(i % 4), Value: []byte("x")})
 			time.Sleep(10 * time.Millisecond)
@@ -345,10 +351,10 @@ func TestAllowRebalanceLetsABusyMemberHandOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		members = append(members, cons)
-		wg.Add(1)
+		g.members = append(g.members, cons)
+		g.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer g.wg.Done()
 			stalled := false
 			for ctx.Err() == nil {
 				parts, err := cons.Poll(ctx)
@@ -376,26 +382,15 @@ func TestAllowRebalanceLetsABusyMemberHandOver(t *testing.T) {
 			}
 		}()
 	}
-	wait := func(what string, within time.Duration, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
 	join("a", true, true)
-	wait("a to own every partition", 20*time.Second, func() bool { return o.count("a") == 4 })
+	g.wait(t, "a to own every partition", 20*time.Second, func() bool { return o.count("a") == 4 })
 	close(busy)
 	<-inBusy
 	join("b", false, false)
 	start := time.Now()
-	wait("b to be given a share while a is busy", 3*session, func() bool { return o.count("b") > 0 })
+	g.wait(t, "b to be given a share while a is busy", 3*session, func() bool { return o.count("b") > 0 })
 	t.Logf("b got %d partitions %v after joining", o.count("b"), time.Since(start).Round(time.Millisecond))
-	o.mu.Lock()
-	overlap := o.overlap
-	o.mu.Unlock()
-	if len(overlap) > 0 {
+	if overlap := g.overlaps(); len(overlap) > 0 {
 		t.Errorf("a partition ran on two members at once: %v", overlap)
 	}
 }
