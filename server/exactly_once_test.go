@@ -465,3 +465,78 @@ func TestFlushWaitsForAbortedCommitRecovery(t *testing.T) {
 		t.Fatalf("read_committed panes %v, want %v", got, want)
 	}
 }
+
+// TestExactlyOnceFencedHopRejoins: the exactly-once repartition hop in
+// front of a stream is fenced (its partition's transactional id opened
+// elsewhere, as a rebalance that moved the partition does). The hop starts
+// again and rejoins its group, the stream behind it goes on, and every
+// pane comes out once.
+func TestExactlyOnceFencedHopRejoins(t *testing.T) {
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := startTestServer(t, t.TempDir())
+	defer a.Close()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE ev (k TEXT, u TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
+		`CREATE STREAM per_u WITH (processing_guarantee = 'exactly_once', strategy = 'repartition') AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`,
+		`INSERT INTO ev VALUES ('a', 'x', TIMESTAMP '2026-01-01 00:00:01'), ('b', 'x', TIMESTAMP '2026-01-01 00:00:12')`,
+		`FLUSH`,
+	} {
+		if _, err := ca.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	a.mu.Lock()
+	h := a.streams["per_u"].hop
+	a.mu.Unlock()
+	if h == nil {
+		t.Fatal("per_u has no repartition hop")
+	}
+	zombie, err := a.kafka.NewTxnProducer(ctx, h.cfg.Group+"-0", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombie.Close()
+	if _, err := ca.Exec(ctx, `INSERT INTO ev VALUES ('c', 'x', TIMESTAMP '2026-01-01 00:00:13'), ('d', 'x', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
+		t.Fatal(err)
+	}
+	restarts := func() int {
+		a.recovering.mu.Lock()
+		defer a.recovering.mu.Unlock()
+		if rc := a.recovering.runs["hop "+h.topic]; rc != nil {
+			return rc.n
+		}
+		return 0
+	}
+	waitFor(t, 30*time.Second, "the fenced hop to start again", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return restarts() > 0 && h.stage.Err() == nil
+	})
+	if _, err := ca.Exec(ctx, `FLUSH`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ca.Query(ctx, `SELECT u, ws, n FROM per_u ORDER BY ws`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var u string
+		var ws time.Time
+		var n int64
+		if err := rows.Scan(&u, &ws, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d", u, ws.UTC().Format("15:04:05"), n))
+	}
+	rows.Close()
+	if want := []string{"x 00:00:00 1", "x 00:00:10 2"}; !slices.Equal(got, want) {
+		t.Errorf("panes %v, want %v (each once)", got, want)
+	}
+}
