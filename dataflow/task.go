@@ -185,10 +185,12 @@ func (t *task) try(ctx context.Context, f func() error) {
 					ta.TxnAborted()
 				}
 			}
-			if errors.Is(err, kafkaio.ErrFenced) {
-				t.st.fail(&TaskMigrated{Partition: t.p, Err: err})
-				return
-			}
+		}
+		// At-least-once tasks commit their changelog and offsets in a
+		// transaction of the same id, so they are fenced the same way.
+		if errors.Is(err, kafkaio.ErrFenced) {
+			t.st.fail(&TaskMigrated{Partition: t.p, Err: err})
+			return
 		}
 		t.st.fail(fmt.Errorf("partition %d: %w", t.p, err))
 	}

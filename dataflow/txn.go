@@ -104,13 +104,12 @@ func (e *TxnAborted) Error() string {
 
 func (e *TxnAborted) Unwrap() error { return e.Err }
 
-// TaskMigrated is an exactly-once task whose transactional producer was
-// fenced: another process opened the partition's transactional id, which
+// TaskMigrated is a task whose transactional producer was fenced (an
+// exactly-once task's, or an at-least-once task's changelog producer): another process opened the partition's transactional id, which
 // a process does when the stage's consumer group gives it the partition.
 // In an app of several processes that is a rebalance this one took part in
-// late (its poll loop busy past the rebalance timeout: the group went on
-// with its stale view and moved the partition). Nothing of the task's open
-// transaction is visible. The stage cannot go on with the partition, but
+// late (the group went on with its stale view and moved the partition).
+// Nothing of the task's open transaction is visible. The stage cannot go on with the partition, but
 // the stream is not broken: starting the stage again rejoins the group,
 // which decides who runs the partition now (the new holder keeps it; if
 // the group gives it back here, this process fences the other in turn, as

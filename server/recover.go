@@ -56,8 +56,7 @@ func (r *recoveries) next(name string, now time.Time) (time.Duration, bool) {
 	return wait, true
 }
 
-// restartable reports whether a failed exactly-once stage recovers by
-// starting again, and what to call the failure in the log: a commit Kafka
+// restartable reports whether a failed stage recovers by starting again, and what to call the failure in the log: a commit Kafka
 // did not take, or a partition the group moved to another process.
 func restartable(err error) (string, bool) {
 	var aborted *dataflow.TxnAborted
@@ -66,13 +65,14 @@ func restartable(err error) (string, bool) {
 	case errors.As(err, &migrated):
 		return "was fenced: the group gave a partition to another process (nothing of its open transaction is visible); rejoining the group", true
 	case errors.As(err, &aborted):
-		return "failed to commit a transaction (nothing of it is visible); restarting it from its state", true
+		return "failed to commit a transaction (nothing of it is visible); restarting it from its state (exactly-once)", true
 	}
 	return "", false
 }
 
-// recoverStream restarts an exactly-once stream one of whose stages
-// failed with a transaction Kafka did not take, or was fenced. Starting
+// recoverStream restarts a stream one of whose stages failed with a
+// transaction Kafka did not take (exactly-once), or was fenced (either
+// guarantee). Starting
 // it again joins its consumer groups anew: the groups decide what runs
 // here, so a restart never takes a partition from a process the group
 // gave it to.
@@ -83,10 +83,10 @@ func (s *Server) recoverStream(name string, err error) {
 	}
 	wait, ok := s.recovering.next("stream "+name, time.Now())
 	if !ok {
-		s.log.Error("exactly-once stream keeps failing to commit; it stays failed (ALTER STREAM ... RESTART once Kafka is healthy)", "stream", name, "err", err)
+		s.log.Error("stream keeps failing to commit; it stays failed (ALTER STREAM ... RESTART once Kafka is healthy)", "stream", name, "err", err)
 		return
 	}
-	s.log.Warn("exactly-once stream "+what, "stream", name, "in", wait, "err", err)
+	s.log.Warn("stream "+what, "stream", name, "in", wait, "err", err)
 	time.Sleep(wait)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -98,12 +98,12 @@ func (s *Server) recoverStream(name string, err error) {
 		return // dropped or restarted meanwhile
 	}
 	if err := s.restartStream(ctx, name); err != nil && !errors.Is(err, errStreamStopped) {
-		s.log.Error("exactly-once stream could not restart", "stream", name, "err", err)
+		s.log.Error("stream could not restart", "stream", name, "err", err)
 	}
 }
 
-// recoverHop restarts an exactly-once repartition hop in place: the
-// streams behind it read its topic and go on.
+// recoverHop restarts a repartition hop in place (after a failure
+// restartable names): the streams behind it read its topic and go on.
 func (s *Server) recoverHop(h *sharedHop, err error) {
 	what, ok := restartable(err)
 	if !ok {
@@ -111,10 +111,10 @@ func (s *Server) recoverHop(h *sharedHop, err error) {
 	}
 	wait, ok := s.recovering.next("hop "+h.topic, time.Now())
 	if !ok {
-		s.log.Error("exactly-once repartition hop keeps failing to commit; it stays failed", "hop", h.topic, "err", err)
+		s.log.Error("repartition hop keeps failing to commit; it stays failed", "hop", h.topic, "err", err)
 		return
 	}
-	s.log.Warn("exactly-once repartition hop "+what, "hop", h.topic, "in", wait, "err", err)
+	s.log.Warn("repartition hop "+what, "hop", h.topic, "in", wait, "err", err)
 	time.Sleep(wait)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -128,7 +128,7 @@ func (s *Server) recoverHop(h *sharedHop, err error) {
 	if serr != nil {
 		// The stopped stage keeps its error: the streams behind it show
 		// it.
-		s.log.Error("exactly-once repartition hop could not restart", "hop", h.topic, "err", serr)
+		s.log.Error("repartition hop could not restart", "hop", h.topic, "err", serr)
 		return
 	}
 	h.stage = st

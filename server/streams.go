@@ -299,8 +299,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if err := s.exactlyOnce(ctx, &final); err != nil {
 			return nil, err
 		}
-		final.OnFail = func(err error) { s.recoverStream(def.Name, err) }
 	}
+	final.OnFail = func(err error) { s.recoverStream(def.Name, err) }
 	tail := func() []dataflow.Op {
 		out := []dataflow.Op{}
 		if p.Aggregate {
@@ -363,8 +363,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			if err := s.exactlyOnce(ctx, &pre); err != nil {
 				return nil, err
 			}
-			pre.OnFail = final.OnFail
 		}
+		pre.OnFail = final.OnFail
 		st, err := s.startStage(ctx, pre)
 		if err != nil {
 			return nil, err
@@ -586,8 +586,8 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		if err := s.exactlyOnce(ctx, &cfg); err != nil {
 			return nil, err
 		}
-		cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	}
+	cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	st, err := s.startStage(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("repartition hop %s: %w", topic, err)
@@ -610,7 +610,6 @@ func (s *Server) upgradeHop(ctx context.Context, h *sharedHop) error {
 	if err := s.exactlyOnce(ctx, &cfg); err != nil {
 		return err
 	}
-	cfg.OnFail = func(err error) { s.recoverHop(h, err) }
 	h.stage.Stop()
 	st, err := s.startStage(ctx, cfg)
 	if err != nil {
