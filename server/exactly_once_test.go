@@ -353,14 +353,7 @@ func testFencedTaskRejoins(t *testing.T, guarantee string) {
 	if _, err := cb.Exec(ctx, `INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:13'), ('a', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
 		t.Fatal(err)
 	}
-	restarts := func() int {
-		a.recovering.mu.Lock()
-		defer a.recovering.mu.Unlock()
-		if rc := a.recovering.runs["stream counts"]; rc != nil {
-			return rc.n
-		}
-		return 0
-	}
+	restarts := func() int { return restartsOf(a, "stream counts") }
 	waitFor(t, 30*time.Second, "the first server's fenced stream to start again", func() bool {
 		st, _ := streamStatus(ctx, t, ca, "counts")
 		return restarts() > 0 && st == "running"
@@ -516,14 +509,7 @@ func TestExactlyOnceFencedHopRejoins(t *testing.T) {
 	if _, err := ca.Exec(ctx, `INSERT INTO ev VALUES ('c', 'x', TIMESTAMP '2026-01-01 00:00:13'), ('d', 'x', TIMESTAMP '2026-01-01 00:00:25')`); err != nil {
 		t.Fatal(err)
 	}
-	restarts := func() int {
-		a.recovering.mu.Lock()
-		defer a.recovering.mu.Unlock()
-		if rc := a.recovering.runs["hop "+h.topic]; rc != nil {
-			return rc.n
-		}
-		return 0
-	}
+	restarts := func() int { return restartsOf(a, "hop "+h.topic) }
 	waitFor(t, 30*time.Second, "the fenced hop to start again", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -550,4 +536,15 @@ func TestExactlyOnceFencedHopRejoins(t *testing.T) {
 	if want := []string{"x 00:00:00 1", "x 00:00:10 2"}; !slices.Equal(got, want) {
 		t.Errorf("panes %v, want %v (each once)", got, want)
 	}
+}
+
+// restartsOf is how many times in a row srv restarted a failed stream
+// ("stream NAME") or hop ("hop TOPIC") lately (recoverStream, recoverHop).
+func restartsOf(srv *Server, name string) int {
+	srv.recovering.mu.Lock()
+	defer srv.recovering.mu.Unlock()
+	if rc := srv.recovering.runs[name]; rc != nil {
+		return rc.n
+	}
+	return 0
 }
