@@ -258,7 +258,7 @@ TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-2
 TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
 TURBINE_TEST_KAFKA_TLS_CA=$TLSDIR/ca.pem \
 "$GO" test -count=1 -v -timeout 20m \
-  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestExactlyOnceFencesZombie' ./server/
+  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestFencedTaskRejoins|TestExactlyOnceFencedHopRejoins' ./server/
 end=$(date +%s)
 
 # 4. The binary as an operator runs it: Kafka over SASL_SSL from flags and
