@@ -12,14 +12,14 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
+// eventSeconds is the event time the metamorphic test's rows span.
+const eventSeconds = 30
+
 // TestGroupCacheMetamorphic runs the same seeded input through an
 // aggregation twice, with a 1 MB group cache and with an unlimited one,
 // across a crash (uncommitted input replayed) and a clean restart, and
 // requires the same panes: the cache may change where groups live, never
 // what is emitted. A cached run must really have evicted groups.
-// eventSeconds is the event time the metamorphic test's rows span.
-const eventSeconds = 30
-
 func TestGroupCacheMetamorphic(t *testing.T) {
 	queries := map[string]string{
 		"tumble": tumbleSQL,
@@ -33,8 +33,9 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 13))
 	rows := make([]string, events)
 	for i := range rows {
-		// eventSeconds of event time, a little out of order: up to 5 s behind,
-		// as the watermark is, so a window gets rows until it closes.
+		// eventSeconds of event time, a little out of order: up to 5 s
+		// behind, as the watermark is, so a window gets rows until it
+		// closes.
 		sec := max(int64(i)*eventSeconds/events-rng.Int64N(5), 0)
 		k := rng.IntN(keys)
 		if rng.IntN(5) == 0 {

@@ -178,8 +178,6 @@ type Stage struct {
 	log   *slog.Logger
 	peers *window.Peers
 	cons  Consumer
-	// dest is the poll loop's: the task of each fetch of the last poll.
-	dest []*task
 	// standby keeps warm copies of partitions other processes run (nil:
 	// none).
 	standby *standbys
@@ -325,11 +323,13 @@ func (s *Stage) adding(parts []int32) {
 		return
 	}
 	var todo []int32
+	s.tmu.RLock()
 	for _, p := range parts {
-		if s.task(p) == nil && !s.isRestoring(p) && s.takeFenced(p, false) == nil {
+		if s.tasks[p] == nil && s.restoring[p] == nil && s.fenced[p] == nil {
 			todo = append(todo, p)
 		}
 	}
+	s.tmu.RUnlock()
 	if len(todo) == 0 {
 		return
 	}
@@ -358,15 +358,13 @@ func (s *Stage) adding(parts []int32) {
 // to this process stay unstable before it takes their holder for dead.
 const deadHolderGrace = 2 * time.Second
 
-// takeFenced returns the fenced, unopened task of p (nil: none), removing
-// it if take.
-func (s *Stage) takeFenced(p int32, take bool) *task {
+// takeFenced removes and returns the fenced, unopened task of p (nil:
+// none).
+func (s *Stage) takeFenced(p int32) *task {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	t := s.fenced[p]
-	if take {
-		delete(s.fenced, p)
-	}
+	delete(s.fenced, p)
 	return t
 }
 
@@ -410,7 +408,7 @@ func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 		if s.task(p) != nil || s.isRestoring(p) {
 			continue
 		}
-		if t := s.takeFenced(p, true); t != nil {
+		if t := s.takeFenced(p); t != nil {
 			fresh = append(fresh, t)
 			continue
 		}
@@ -670,6 +668,7 @@ func (s *Stage) Stop() {
 // poll hands each fetched partition to its task.
 func (s *Stage) poll(ctx context.Context) {
 	retrying := false // after a fetch error
+	var dest []*task  // the task of each fetch of the last poll
 	for {
 		// A restore that ends wakes the poll (wakePoll), which may wait
 		// on held partitions only; one that ended before the wake was
@@ -710,13 +709,13 @@ func (s *Stage) poll(ctx context.Context) {
 		// task started later for the same partition (it moved away and
 		// came back) starts at its committed offset and must never get
 		// a fetch of its predecessor's.
-		s.dest = s.dest[:0]
+		dest = dest[:0]
 		for _, fp := range parts {
-			s.dest = append(s.dest, s.task(fp.Partition))
+			dest = append(dest, s.task(fp.Partition))
 		}
 		allowed := false
 		for i, fp := range parts {
-			t := s.dest[i]
+			t := dest[i]
 			if t == nil {
 				continue
 			}

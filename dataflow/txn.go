@@ -105,16 +105,17 @@ func (e *TxnAborted) Error() string {
 func (e *TxnAborted) Unwrap() error { return e.Err }
 
 // TaskMigrated is a task whose transactional producer was fenced (an
-// exactly-once task's, or an at-least-once task's changelog producer): another process opened the partition's transactional id, which
-// a process does when the stage's consumer group gives it the partition.
-// In an app of several processes that is a rebalance this one took part in
+// exactly-once task's, or an at-least-once task's changelog producer):
+// another process opened the partition's transactional id, which a
+// process does when the stage's consumer group gives it the partition. In
+// an app of several processes that is a rebalance this one took part in
 // late (the group went on with its stale view and moved the partition).
-// Nothing of the task's open transaction is visible. The stage cannot go on with the partition, but
-// the stream is not broken: starting the stage again rejoins the group,
-// which decides who runs the partition now (the new holder keeps it; if
-// the group gives it back here, this process fences the other in turn, as
-// any new owner does). Kafka Streams treats this the same way
-// (TaskMigratedException: close the tasks, rejoin).
+// Nothing of the task's open transaction is visible. The stage cannot go
+// on with the partition, but the stream is not broken: starting the stage
+// again rejoins the group, which decides who runs the partition now (the
+// new holder keeps it; if the group gives it back here, this process
+// fences the other in turn, as any new owner does). Kafka Streams treats
+// this the same way (TaskMigratedException: close the tasks, rejoin).
 type TaskMigrated struct {
 	Partition int32
 	Err       error

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -277,42 +276,8 @@ func leaveTxnOffsetOpen(ctx context.Context, t *testing.T, k *Client, txnID, gro
 		t.Fatal(err)
 	}
 	defer tx.Close() // closing sends no EndTxn
-	pid, epoch, err := tx.cl.ProducerID(ctx)
-	if err != nil {
+	if err := tx.commitOffset(ctx, TxnCommit{Group: group, Topic: topic, Partition: p, Offset: at}); err != nil {
 		t.Fatal(err)
-	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
-	aresp, err := add.RequestWith(ctx, tx.cl)
-	if err == nil {
-		err = kerr.ErrorForCode(aresp.ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("add offsets to transaction: %v", err)
-	}
-	tid, err := tx.topicID(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, pid, epoch
-	req.Generation, req.MemberID = -1, ""
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic, rt.TopicID = topic, tid
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = p, at, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, tx.cl)
-	if err != nil {
-		t.Fatalf("commit offset in transaction: %v", err)
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				t.Fatalf("commit offset of %s/%d in transaction: %v", topic, rp.Partition, err)
-			}
-		}
 	}
 	// The open transaction shows to a stable read of the group.
 	short, cancel := context.WithTimeout(ctx, time.Second)

@@ -153,6 +153,18 @@ func (t *TxnProducer) commit(ctx context.Context, c TxnCommit) error {
 		}
 		return nil
 	}
+	if err := t.commitOffset(ctx, c); err != nil {
+		return err
+	}
+	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// commitOffset commits c's offset in the open transaction (which ends
+// later): AddOffsetsToTxn, then TxnOffsetCommit.
+func (t *TxnProducer) commitOffset(ctx context.Context, c TxnCommit) error {
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {
 		return err
@@ -193,9 +205,6 @@ func (t *TxnProducer) commit(ctx context.Context, c TxnCommit) error {
 				return fmt.Errorf("commit offset of %s/%d in transaction: %w", c.Topic, rp.Partition, err)
 			}
 		}
-	}
-	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
 	}
 	return nil
 }
@@ -276,6 +285,16 @@ type Committed struct {
 // UNSTABLE_OFFSET_COMMIT for every partition of a group while any of its
 // offsets is pending, so there a task's open still waits for them all.)
 func (k *Client) StableOffsets(ctx context.Context, group, topic string, parts ...int32) (map[int32]Committed, error) {
+	if len(parts) == 0 {
+		n, err := k.Partitions(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		parts = make([]int32, n)
+		for p := range parts {
+			parts[p] = int32(p)
+		}
+	}
 	for {
 		out, err := k.stableOffsets(ctx, group, topic, parts)
 		if !errors.Is(err, kerr.UnstableOffsetCommit) {
@@ -293,18 +312,7 @@ func (k *Client) stableOffsets(ctx context.Context, group, topic string, parts [
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = topic
-	if len(parts) > 0 {
-		rt.Partitions = parts
-	} else {
-		n, err := k.Partitions(ctx, topic)
-		if err != nil {
-			return nil, err
-		}
-		for p := 0; p < n; p++ {
-			rt.Partitions = append(rt.Partitions, int32(p))
-		}
-	}
+	rt.Topic, rt.Partitions = topic, parts
 	req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
 	req.RequireStable = true
 	resp, err := req.RequestWith(ctx, k.cl)

@@ -56,8 +56,9 @@ func (r *recoveries) next(name string, now time.Time) (time.Duration, bool) {
 	return wait, true
 }
 
-// restartable reports whether a failed stage recovers by starting again, and what to call the failure in the log: a commit Kafka
-// did not take, or a partition the group moved to another process.
+// restartable reports whether a failed stage recovers by starting again,
+// and what to call the failure in the log: a commit Kafka did not take,
+// or a partition the group moved to another process.
 func restartable(err error) (string, bool) {
 	var aborted *dataflow.TxnAborted
 	var migrated *dataflow.TaskMigrated
@@ -70,24 +71,38 @@ func restartable(err error) (string, bool) {
 	return "", false
 }
 
-// recoverStream restarts a stream one of whose stages failed with a
-// transaction Kafka did not take (exactly-once), or was fenced (either
-// guarantee). Starting
-// it again joins its consumer groups anew: the groups decide what runs
-// here, so a restart never takes a partition from a process the group
-// gave it to.
-func (s *Server) recoverStream(name string, err error) {
+// backOff decides whether a failed stream or repartition hop (kind
+// "stream" or "hop", named id) starts again after err, and waits before
+// it does: false when err is not one a restart cures, or when it failed
+// too often in a row (then it stays failed). It logs either way.
+func (s *Server) backOff(kind, id string, err error) bool {
 	what, ok := restartable(err)
 	if !ok {
-		return
+		return false
 	}
-	wait, ok := s.recovering.next("stream "+name, time.Now())
+	wait, ok := s.recovering.next(kind+" "+id, time.Now())
 	if !ok {
-		s.log.Error("stream keeps failing to commit; it stays failed (ALTER STREAM ... RESTART once Kafka is healthy)", "stream", name, "err", err)
+		msg := kind + " keeps failing to commit; it stays failed"
+		if kind == "stream" {
+			msg += " (ALTER STREAM ... RESTART once Kafka is healthy)"
+		}
+		s.log.Error(msg, kind, id, "err", err)
+		return false
+	}
+	s.log.Warn(kind+" "+what, kind, id, "in", wait, "err", err)
+	time.Sleep(wait)
+	return true
+}
+
+// recoverStream restarts a stream one of whose stages failed with a
+// transaction Kafka did not take (exactly-once), or was fenced (either
+// guarantee). Starting it again joins its consumer groups anew: the
+// groups decide what runs here, so a restart never takes a partition
+// from a process the group gave it to.
+func (s *Server) recoverStream(name string, err error) {
+	if !s.backOff("stream", name, err) {
 		return
 	}
-	s.log.Warn("stream "+what, "stream", name, "in", wait, "err", err)
-	time.Sleep(wait)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.mu.Lock()
@@ -105,17 +120,9 @@ func (s *Server) recoverStream(name string, err error) {
 // recoverHop restarts a repartition hop in place (after a failure
 // restartable names): the streams behind it read its topic and go on.
 func (s *Server) recoverHop(h *sharedHop, err error) {
-	what, ok := restartable(err)
-	if !ok {
+	if !s.backOff("hop", h.topic, err) {
 		return
 	}
-	wait, ok := s.recovering.next("hop "+h.topic, time.Now())
-	if !ok {
-		s.log.Error("repartition hop keeps failing to commit; it stays failed", "hop", h.topic, "err", err)
-		return
-	}
-	s.log.Warn("repartition hop "+what, "hop", h.topic, "in", wait, "err", err)
-	time.Sleep(wait)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.mu.Lock()
