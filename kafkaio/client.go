@@ -189,28 +189,11 @@ func (k *Client) EnsureTopic(ctx context.Context, topic string, n int, configs m
 		}
 		return 0, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	// Wait until metadata shows the topic with a leader for every
-	// partition, so the next produce or offset lookup finds it. kfake
-	// answers at once; a real broker publishes new metadata asynchronously
-	// (seconds when it is busy, e.g. deleting other topics), and until a
-	// partition has a leader ListOffsets on it fails.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		td, err := k.adm.ListTopics(ctx, topic)
-		if err == nil {
-			if t, ok := td[topic]; ok && t.Err == nil && len(t.Partitions) > 0 && allLed(t) {
-				return len(t.Partitions), nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("topic %s was created but its partitions have no leader in metadata after 30s", topic)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	have, err = k.awaitLed(ctx, topic, 1, 30*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("create topic %s: %w", topic, err)
 	}
+	return have, nil
 }
 
 func rfText(rf int16) string {
@@ -404,16 +387,66 @@ func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func
 	return ends, nil
 }
 
-// CreatePartitions grows topic to total partitions.
+// CreatePartitions grows topic to total partitions and waits until
+// metadata shows them led. Several processes may grow the same topic at
+// once (every server of an app grows a stage's changelog when its input
+// grows): Kafka refuses all but the first with INVALID_PARTITIONS ("topic
+// already has N partitions"), so a refusal is success when the topic now
+// has total. Kafka's controller may answer before the broker's metadata
+// shows the new count, hence the wait.
 func (k *Client) CreatePartitions(ctx context.Context, topic string, total int) error {
 	resp, err := k.adm.UpdatePartitions(ctx, total, topic)
 	if err == nil {
-		err = resp.Error()
+		if r, ok := resp[topic]; ok && r.Err != nil {
+			err = r.Err
+			if r.ErrMessage != "" {
+				err = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
+			}
+		} else {
+			err = resp.Error()
+		}
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {
 		return fmt.Errorf("grow %s to %d partitions: %w", topic, total, err)
 	}
-	return nil
+	have, werr := k.awaitLed(ctx, topic, total, 30*time.Second)
+	switch {
+	case werr == nil && (err == nil || have == total):
+		return nil
+	case err != nil:
+		return fmt.Errorf("grow %s to %d partitions (it has %d): %w", topic, total, have, err)
+	default:
+		return fmt.Errorf("grow %s to %d partitions: %w", topic, total, werr)
+	}
+}
+
+// awaitLed waits until metadata shows topic with at least n partitions, each
+// with a leader, and returns the count it shows. kfake answers at once; a
+// real broker publishes new metadata asynchronously (seconds when it is
+// busy, e.g. deleting other topics), and until a partition has a leader
+// produces and offset lookups on it fail.
+func (k *Client) awaitLed(ctx context.Context, topic string, n int, wait time.Duration) (int, error) {
+	deadline := time.Now().Add(wait)
+	have := 0
+	for {
+		td, err := k.adm.ListTopics(ctx, topic)
+		if err == nil {
+			if t, ok := td[topic]; ok && t.Err == nil {
+				have = len(t.Partitions)
+				if have >= n && allLed(t) {
+					return have, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return have, fmt.Errorf("topic %s shows %d partitions with leaders in metadata after %s, want %d", topic, have, wait, n)
+		}
+		select {
+		case <-ctx.Done():
+			return have, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Dial reports whether any seed broker accepts a TCP connection: a broker

@@ -2,12 +2,15 @@ package kafkaio
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestTopicsCreatedWithReplication: on a three-broker cluster, topics are
@@ -70,5 +73,57 @@ func TestTopicsCreatedWithReplication(t *testing.T) {
 	_, err = open(5, 0).EnsureTopic(ctx, "too-wide", 1, nil)
 	if err == nil || !strings.Contains(err.Error(), "--replication-factor") {
 		t.Fatalf("a factor of 5 on 3 brokers: %v, want a refusal naming --replication-factor", err)
+	}
+}
+
+// TestGrowTopicAlreadyGrown: every server of an app grows a stage's
+// changelog when its input grows, so all but the first are refused by
+// Kafka with INVALID_PARTITIONS ("already has N partitions"; kfake accepts
+// the same count, so the test answers as Kafka does). Growing to the count
+// the topic has is success; a count below it stays an error naming both.
+func TestGrowTopicAlreadyGrown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "cl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn := &Conn{Brokers: c.ListenAddrs()}
+	if err := conn.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.EnsureCompacted(ctx, "cl", 8); err != nil {
+		t.Fatalf("grow 4 -> 8: %v", err)
+	}
+	refused := 0
+	c.ControlKey(int16(kmsg.CreatePartitions), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.CreatePartitionsRequest)
+		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic, st.ErrorCode = rt.Topic, kerr.InvalidPartitions.Code
+			msg := "Topic already has 8 partition(s)."
+			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		refused++
+		return resp, nil, true
+	})
+	if err := k.CreatePartitions(ctx, "cl", 8); err != nil {
+		t.Fatalf("grow to 8 after another process did: %v", err)
+	}
+	err = k.CreatePartitions(ctx, "cl", 4)
+	if err == nil || !strings.Contains(err.Error(), "it has 8") || !errors.Is(err, kerr.InvalidPartitions) {
+		t.Fatalf("grow an 8-partition topic to 4: %v, want INVALID_PARTITIONS saying it has 8", err)
+	}
+	if refused != 2 {
+		t.Fatalf("%d CreatePartitions requests refused, want 2: the test's refusal did not run", refused)
 	}
 }

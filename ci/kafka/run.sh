@@ -10,7 +10,9 @@
 #      TurbineSQL's INSERT places vs the Java client's partitioner),
 #      and ci/kafka/stable_test.go: a task's committed offset reads as
 #      stable while another partition's dead holder left its transaction
-#      open (Kafka answers per partition; kfake for the whole group);
+#      open (Kafka answers per partition; kfake for the whole group),
+#      and ci/kafka/grow_test.go: processes growing one topic at once all
+#      succeed (Kafka refuses all but the first; kfake takes them all);
 #   2. the sqllogictest suite (server.TestSQLLogic) and the server tests of
 #      hops, keyed output and recovery against that broker, through its
 #      SASL_SSL listener (SCRAM-SHA-256 user, certificate signed by a CA this
