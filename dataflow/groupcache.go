@@ -75,7 +75,20 @@ type groupCache struct {
 	// writes gathers a commit's changed groups, to be written in key
 	// order (its memory is reused from one commit to the next).
 	writes state.GroupWrites
+	// sources is a merge stage's latest partial of each source per group
+	// in memory (HashAgg.bySource): a group is stored as them, not as its
+	// accumulators, since a source's next partial replaces its last.
+	// merged builds what the close reads of a stored group: their merge.
+	sources map[string]map[int32][]byte
+	merged  func(dst []byte, encs [][]byte) ([]byte, error)
+	// srcBytes and srcN sum the sources stored by evictions since the
+	// last estimate: in memory a merge stage's group is those as well.
+	srcBytes, srcN int64
 }
+
+// sourcesOverhead is slotOverhead's addition for a merge stage's group:
+// its entry in HashAgg.bySource and the map of its sources.
+const sourcesOverhead = 200
 
 // nextDelta is a fresh partial's id.
 func (g *groupCache) nextDelta() state.DeltaID {
@@ -124,6 +137,11 @@ func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) er
 }
 
 func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
+	if srcs := g.sources[groupID(ref.Window, ref.Key)]; srcs != nil {
+		val = encodeSources(srcs)
+		g.srcBytes += int64(len(val))
+		g.srcN++
+	}
 	if ref.Partial {
 		return g.pending.PutDelta(ref.Window, ref.KG, ref.Key, g.nextDelta(), g.stamp(val))
 	}
@@ -131,7 +149,53 @@ func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
 }
 
 func (g *groupCache) Scan(window int64) exec.GroupCursor {
+	if g.sources != nil {
+		return &mergedCursor{GroupCursor: g.pending.ScanWindow(window, g.groups), merged: g.merged}
+	}
 	return g.pending.ScanWindow(window, g.groups)
+}
+
+// Forget drops a merge stage's sources of a group that left memory
+// (exec.GroupForgetter): Evict stored them if they changed.
+func (g *groupCache) Forget(ref exec.StateRef) {
+	if g.sources != nil {
+		delete(g.sources, groupID(ref.Window, ref.Key))
+	}
+}
+
+// mergedCursor reads a merge stage's stored groups as accumulators: each
+// the merge of its sources' latest partials.
+type mergedCursor struct {
+	exec.GroupCursor
+	merged func(dst []byte, encs [][]byte) ([]byte, error)
+	buf    []byte
+	err    error
+}
+
+func (c *mergedCursor) Next() (kg uint16, key, val []byte, ok bool) {
+	if c.err != nil {
+		return 0, nil, nil, false
+	}
+	kg, key, val, ok = c.GroupCursor.Next()
+	if !ok || len(val) == 0 || val[0] != sourcesMark {
+		return kg, key, val, ok // a group stored before partials named their source
+	}
+	srcs, err := decodeSources(val)
+	if err == nil {
+		c.buf, err = c.merged(c.buf[:0], sortedPartials(srcs))
+	}
+	if err != nil {
+		c.err = fmt.Errorf("a merge stage's stored group: %w", err)
+		return 0, nil, nil, false
+	}
+	return kg, key, c.buf, true
+}
+
+func (c *mergedCursor) Close() error {
+	if err := c.GroupCursor.Close(); err != nil {
+		return err
+	}
+	return c.err
 }
 
 func (g *groupCache) ScanDeltas(window int64) exec.GroupCursor {
@@ -177,6 +241,10 @@ func (g *groupCache) evict(a *exec.Aggregator) error {
 	// A tenth below the limit, so eviction runs once per many batches,
 	// not on every one.
 	mean, err := a.EvictTo(limit - limit/10)
+	if mean > 0 && g.srcN > 0 {
+		mean += int(g.srcBytes / g.srcN)
+		g.srcBytes, g.srcN = 0, 0
+	}
 	if mean > 0 {
 		g.slotBytes = (3*g.slotBytes + g.overhead + int64(mean)) / 4
 	}

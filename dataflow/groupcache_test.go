@@ -29,22 +29,7 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 			FROM ev GROUP BY k, SESSION(ts, INTERVAL '4' SECOND)`,
 		"upsert": `CREATE STREAM s AS SELECT k, COUNT(*) AS n, SUM(v) AS total FROM ev GROUP BY k HAVING SUM(v) % 7 <> 3`,
 	}
-	const keys, events = 40000, 40000
-	rng := rand.New(rand.NewPCG(7, 13))
-	rows := make([]string, events)
-	for i := range rows {
-		// eventSeconds of event time, a little out of order: up to 5 s
-		// behind, as the watermark is, so a window gets rows until it
-		// closes.
-		sec := max(int64(i)*eventSeconds/events-rng.Int64N(5), 0)
-		k := rng.IntN(keys)
-		if rng.IntN(5) == 0 {
-			// A hot share: keys that come back to a window after leaving
-			// memory, so a blind group meets its stored self at the close.
-			k = rng.IntN(400)
-		}
-		rows[i] = fmt.Sprintf("k%d,u,%d,%d", k, rng.IntN(100), sec)
-	}
+	rows := metamorphicRows(40000, 40000)
 	queries["tumble_emit_every"] = tumbleSQL
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
@@ -93,6 +78,134 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 	}
 }
 
+// metamorphicRows is the metamorphic tests' seeded input: events rows
+// over eventSeconds of event time, a little out of order (up to 5 s behind,
+// as the watermark is, so a window gets rows until it closes), on keys of
+// which a fifth are a hot share that comes back to a window after leaving
+// memory (so a group meets its stored self).
+func metamorphicRows(keys, events int) []string {
+	rng := rand.New(rand.NewPCG(7, 13))
+	rows := make([]string, events)
+	for i := range rows {
+		sec := max(int64(i)*eventSeconds/int64(events)-rng.Int64N(5), 0)
+		k := rng.IntN(keys)
+		if rng.IntN(5) == 0 {
+			k = rng.IntN(400)
+		}
+		rows[i] = fmt.Sprintf("k%d,u,%d,%d", k, rng.IntN(100), sec)
+	}
+	return rows
+}
+
+// TestMergeStageCacheMetamorphic is TestGroupCacheMetamorphic for a
+// combine's merge stage: the same partials (three source partitions'
+// pre-aggregations of the seeded rows, a tenth of them delivered twice, as
+// a source that shipped and crashed before its commit ships again) through
+// a 1 MB cache, an unlimited one and none, across a crash and a clean
+// restart on another node, give the same panes. A partial replaces its
+// source's last one of the group, so a group that left memory must be read
+// back before one is applied (a blind write would count a second delivery
+// twice, and one missing its other sources would drop their rows).
+func TestMergeStageCacheMetamorphic(t *testing.T) {
+	queries := map[string]string{
+		"tumble": tumbleSQL,
+		"hop": `CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+			FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)`,
+	}
+	rows := metamorphicRows(20000, 30000)
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			in := combinePartials(t, q, rows, 3)
+			small, smallMax, deltas := runCachedOn(t, in, NewCacheBudget(1), runCachedOnly, 0, true)
+			full, fullMax, _ := runCachedOn(t, in, nil, runCachedOnly, 0, false)
+			eager, _, _ := runCachedOn(t, in, nil, runEager, 0, false)
+			if len(eager) == 0 {
+				t.Fatal("no output")
+			}
+			if !slices.Equal(full, eager) {
+				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
+			}
+			if !slices.Equal(small, full) {
+				t.Fatalf("1 MB cache: %d records, unlimited: %d; differences %s", len(small), len(full), firstDiff(small, full))
+			}
+			if smallMax*5 > fullMax*4 {
+				t.Fatalf("1 MB cache held up to %d groups, unlimited %d: nothing was evicted", smallMax, fullMax)
+			}
+			if deltas != 0 {
+				t.Fatalf("the merge stage stored %d blind partials: it must read its misses", deltas)
+			}
+		})
+	}
+}
+
+// combinePartials runs rows through sources pre-aggregations (row i on
+// source partition i % sources), in batches of 500 a source, and returns
+// what they ship (markers left out) as a merge stage's input, with a
+// watermark that lets no partial be late.
+func combinePartials(t *testing.T, q string, rows []string, sources int) cachedInput {
+	p := planOf(t, q, "combine")
+	pres := make([]*rig, sources)
+	for i := range pres {
+		pres[i] = newRig(t, nil, int32(i), sources, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
+	}
+	var recs, again []*kafkaio.Record
+	deliver := func(rec *kafkaio.Record) {
+		c := *rec
+		c.Topic, c.Partition, c.Offset = "cmb", 0, int64(len(recs))
+		recs = append(recs, &c)
+	}
+	const batch = 500
+	mine := make([][]string, sources)
+	for i, row := range rows {
+		mine[i%sources] = append(mine[i%sources], row)
+	}
+	for off := 0; off < len(mine[0]); off += batch {
+		for src, pre := range pres {
+			end := min(off+batch, len(mine[src]))
+			if off >= end {
+				continue
+			}
+			pre.feed(ev(int32(src), int64(off), mine[src][off:end]...))
+			// The source's watermark: 5 s behind the time its rows reached.
+			pre.watermark((int64(end)*eventSeconds/int64(len(mine[src]))-5)*1000, false)
+			for _, rec := range pre.out.take() {
+				if _, ok := markerOf(rec); ok {
+					continue
+				}
+				deliver(rec)
+				if len(recs)%10 == 0 {
+					again = append(again, rec)
+				}
+			}
+		}
+		for _, rec := range again { // shipped again by a source's restart
+			deliver(rec)
+		}
+		again = again[:0]
+	}
+	for _, pre := range pres {
+		pre.watermark(1<<40, true)
+		for _, rec := range pre.out.take() {
+			if _, ok := markerOf(rec); !ok {
+				deliver(rec)
+			}
+		}
+	}
+	// The merge's watermark after offset off: below the end of every window
+	// a partial still to come belongs to.
+	spec := p.Window.Spec
+	safe := make([]int64, len(recs)+1)
+	safe[len(recs)] = 1 << 40
+	for i := len(recs) - 1; i >= 0; i-- {
+		_, _, w, _, err := DecodePartial(recs[i].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		safe[i] = min(safe[i+1], spec.LastWindowEnd(w)-1)
+	}
+	return cachedInput{q: q, recs: recs, wmAt: func(off int64) int64 { return safe[off] }, merge: true}
+}
+
 // firstDiff names a few records only one of two sorted lists holds.
 func firstDiff(a, b []string) string {
 	count := map[string]int{}
@@ -129,7 +242,28 @@ const (
 // and how many partials of blind groups the runs stored or lost in the
 // crash.
 func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode runMode, every time.Duration, move bool) (out []string, maxGroups int, deltas uint64) {
-	p := planOf(t, q, "auto")
+	n := int64(len(rows))
+	return runCachedOn(t, cachedInput{q: q, recs: ev(0, 0, rows...), wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }},
+		budget, mode, every, move)
+}
+
+// cachedInput is what runCachedOn feeds: the stream's query, its input
+// records (partition 0, offsets from 0), and the watermark after the
+// records before offset off. merge: the input is a combine's partials.
+type cachedInput struct {
+	q     string
+	recs  []*kafkaio.Record
+	wmAt  func(off int64) int64
+	merge bool
+}
+
+// runCachedOn is runCached on any input.
+func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode, every time.Duration, move bool) (out []string, maxGroups int, deltas uint64) {
+	strategy := "auto"
+	if in.merge {
+		strategy = "combine"
+	}
+	p := planOf(t, in.q, strategy)
 	// Commits of 256 partials or more ingest them as runs, fewer write
 	// them in the batch: the close merges both kinds.
 	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256})
@@ -147,13 +281,16 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode 
 	crashed, restarted := false, false
 	start := func() {
 		eager := mode == runEager || mode == runEagerFirst && !restarted
-		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every}
+		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every, Merge: in.merge}
 		schema := p.Output
 		if every > 0 {
 			schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
 		}
-		r = newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: timeIdx}, h,
-			&Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema})
+		ops := []Op{h, &Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
+		if !in.merge {
+			ops = append([]Op{&Source{Input: p.Input, TimeIdx: timeIdx}}, ops...)
+		}
+		r = newRig(t, store, 0, 1, ops...)
 		r.changelog = &changelog
 		if n := h.Aggregator().Table.Len(); n != 0 && h.cache != nil {
 			t.Fatalf("%d groups loaded at start: the restore is not lazy", n)
@@ -181,11 +318,11 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode 
 	}
 	start()
 	const batch = 500
-	committed, maxSec := int64(0), int64(0)
+	committed := int64(0)
+	rows := in.recs
 	for off := int64(0); off < int64(len(rows)); {
 		end := min(off+batch, int64(len(rows)))
-		recs := ev(0, off, rows[off:end]...)
-		r.feed(recs)
+		r.feed(rows[off:end])
 		maxGroups = max(maxGroups, h.Aggregator().Table.Len())
 		off = end
 		if (off/batch)%4 != 0 && off < int64(len(rows)) {
@@ -199,9 +336,8 @@ func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode 
 			}
 			continue
 		}
-		maxSec = off * eventSeconds / int64(len(rows))
 		r.now = r.now.Add(time.Second)
-		r.watermark((maxSec-5)*1000, false)
+		r.watermark(in.wmAt(off), false)
 		collect()
 		r.commit(off)
 		committed = off

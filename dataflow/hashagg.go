@@ -34,8 +34,11 @@ import (
 // of Cache is full, and a window whose groups left memory closes by
 // reading them back in order, a chunk at a time. SESSION windows do the
 // same per key, closing through an index of sessions by end
-// (sessioncache.go); merge stages, and SESSION windows with EMIT EVERY,
-// restore their groups whole at Open.
+// (sessioncache.go). A combine's merge stage keeps each group's sources
+// (the latest partial of each) with it, stores them in its place, and
+// reads a missing group back before a partial replaces one of them
+// (loadSources). SESSION windows with EMIT EVERY, and merge stages of
+// SESSION windows, restore their groups whole at Open.
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
@@ -102,11 +105,11 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 			env.Log.Info("moved state into the partition's scope", "partition", env.Partition, "entries", moved)
 		}
 	}
-	if cached && !h.eager && !h.Merge {
+	if cached && !h.eager {
 		switch {
 		case h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION":
 			return h.openCached(gs)
-		case h.EmitEvery == 0:
+		case h.EmitEvery == 0 && !h.Merge:
 			// (Early fires of sessions list every open one: they stay
 			// in memory.)
 			return h.openSessionCache(gs)
@@ -167,6 +170,12 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		h.Cache.tasks.Add(1)
 	}
 	h.agg.UseStore(h.cache, cold)
+	if h.Merge {
+		h.agg.ReadMisses()
+		h.cache.sources, h.cache.merged = h.bySource, h.agg.MergedEncoding
+		h.cache.overhead += sourcesOverhead
+		h.cache.slotBytes += sourcesOverhead
+	}
 	return nil
 }
 
@@ -211,6 +220,11 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 // there.
 func (h *HashAgg) mergePartials(b *Batch) error {
 	spec := h.Plan.Window.Spec
+	if h.cache != nil {
+		if err := h.loadSources(b); err != nil {
+			return err
+		}
+	}
 	for _, rec := range b.Recs {
 		q, hasSource, w, enc, err := DecodePartial(rec.Value)
 		if err != nil {
@@ -240,7 +254,70 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 	}
+	if h.cache != nil {
+		if err := h.cache.evict(h.agg); err != nil {
+			return fmt.Errorf("evict groups of %s: %w", h.env.State, err)
+		}
+	}
 	return nil
+}
+
+// loadSources reads back, in one sorted pass, the stored groups of a
+// cached merge stage that b's partials update and memory does not hold: a
+// partial replaces only its own source's, so the group's other sources
+// must be there first.
+func (h *HashAgg) loadSources(b *Batch) error {
+	var refs []state.GroupRef
+	seen := map[string]bool{}
+	for _, rec := range b.Recs {
+		_, _, w, _, err := DecodePartial(rec.Value)
+		if err != nil {
+			continue // mergePartials reports it, in order
+		}
+		if h.agg.Hot(w, rec.Key) || !h.agg.MayBeStored(w, rec.Key) {
+			continue
+		}
+		if id := groupID(w, rec.Key); !seen[id] {
+			seen[id] = true
+			refs = append(refs, state.GroupRef{Window: w, KG: h.agg.KeyGroupOf(rec.Key), Key: rec.Key})
+		}
+	}
+	return h.cache.pending.Load(refs, func(i int, val []byte) error {
+		r := refs[i]
+		ref := exec.StateRef{KG: r.KG, Key: r.Key, Window: r.Window}
+		if len(val) == 0 || val[0] != sourcesMark { // stored before partials named their source
+			return h.agg.Restore(ref, val)
+		}
+		srcs, err := decodeSources(val)
+		if err != nil {
+			return fmt.Errorf("restore state of %s: %w", h.env.State, err)
+		}
+		h.bySource[groupID(r.Window, r.Key)] = srcs
+		return h.agg.RestorePartials(ref, sortedPartials(srcs))
+	})
+}
+
+// dropClosedSources forgets the sources of a merge stage's groups whose
+// windows have all closed.
+func (h *HashAgg) dropClosedSources() {
+	if !h.Merge || !h.hasWM {
+		return
+	}
+	spec := h.Plan.Window.Spec
+	for id := range h.bySource {
+		if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
+			delete(h.bySource, id)
+		}
+	}
+}
+
+// sourcesOf is what a merge stage stores of a group: its sources' latest
+// partials (val, its accumulators, otherwise).
+func (h *HashAgg) sourcesOf(ref exec.StateRef, val []byte) []byte {
+	if srcs := h.bySource[groupID(ref.Window, ref.Key)]; h.Merge && srcs != nil {
+		return encodeSources(srcs)
+	}
+	return val
 }
 
 // sourcesMark starts a merge stage's stored group: the latest partial of
@@ -517,20 +594,10 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 		}
 		c.Closed, c.HasClosed = h.wm, true
 	}
-	if h.Merge && h.hasWM {
-		// Closed windows' partials are done with.
-		spec := h.Plan.Window.Spec
-		for id := range h.bySource {
-			if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
-				delete(h.bySource, id)
-			}
-		}
-	}
+	// Closed windows' partials are done with.
+	h.dropClosedSources()
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
-		if srcs := h.bySource[groupID(ref.Window, ref.Key)]; h.Merge && srcs != nil {
-			val = encodeSources(srcs)
-		}
-		return c.State.PutAcc(ref.KG, ref.Key, ref.Window, val)
+		return c.State.PutAcc(ref.KG, ref.Key, ref.Window, h.sourcesOf(ref, val))
 	}, func(ref exec.StateRef) error {
 		return c.State.DeleteAcc(ref.KG, ref.Key, ref.Window)
 	}); err != nil {
@@ -621,12 +688,13 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 		dels, cold = h.agg.ExpireCold(h.wm)
 		c.Closed, c.HasClosed = h.wm, true
 	}
+	h.dropClosedSources()
 	w := &h.cache.writes
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		if ref.Partial {
 			w.PutDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), val)
 		} else {
-			w.Put(ref.Window, ref.KG, ref.Key, val)
+			w.Put(ref.Window, ref.KG, ref.Key, h.sourcesOf(ref, val))
 		}
 		return nil
 	}, func(ref exec.StateRef) error {

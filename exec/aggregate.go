@@ -64,6 +64,8 @@ type Aggregator struct {
 	evicted map[int64]*keyFilter
 	// blind: misses in cold windows are not read (UseStore).
 	blind bool
+	// scratch merges encodings (MergedEncoding).
+	scratch *GroupTable
 }
 
 // NewAggregator builds the operator.

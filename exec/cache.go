@@ -75,6 +75,63 @@ func (a *Aggregator) UseStore(st GroupStore, cold []int64) {
 // BlindWrites reports whether the aggregation writes blind (UseStore).
 func (a *Aggregator) BlindWrites() bool { return a.blind }
 
+// ReadMisses makes a cached aggregation read its misses even when its
+// aggregates merge exactly: a combine's merge stage replaces a source's
+// latest partial of a group, which a blind partial cannot say. Its windows
+// then keep filters of the keys that left memory (MayBeStored), so a key
+// new to a window that cooled during the run costs no read.
+func (a *Aggregator) ReadMisses() { a.blind = false }
+
+// GroupForgetter is a GroupStore that keeps more of a group than its
+// accumulators (a merge stage keeps each source's latest partial): EvictTo
+// tells it of every group that leaves memory, after Evict for a changed one.
+type GroupForgetter interface {
+	Forget(ref StateRef)
+}
+
+// Hot reports whether group (window, key) is in memory.
+func (a *Aggregator) Hot(window int64, key []byte) bool {
+	_, ok := a.Table.find(window, key)
+	return ok
+}
+
+// MayBeStored reports whether group (window, key), not in memory, may be
+// in the store: its window is cold, and the key left memory (when the
+// window cooled during this run, its filter knows which keys did).
+func (a *Aggregator) MayBeStored(window int64, key []byte) bool {
+	if !a.cold[window] {
+		return false
+	}
+	f := a.evicted[window]
+	return f == nil || f.mayHold(key)
+}
+
+// KeyGroupOf is the key group of a group placed by its encoded key (a
+// combine's partials, and so a merge stage's groups).
+func (a *Aggregator) KeyGroupOf(key []byte) uint16 { return a.keyGroup(key) }
+
+// MergedEncoding appends to dst the encoding of the merge of encs (a merge
+// stage's stored group is each source's latest partial; its close reads
+// their merge).
+func (a *Aggregator) MergedEncoding(dst []byte, encs [][]byte) ([]byte, error) {
+	if a.scratch == nil {
+		t, err := a.newTable()
+		if err != nil {
+			return nil, err
+		}
+		a.scratch = t
+	}
+	t := a.scratch
+	s := t.Slot(0, nil, 0)
+	defer t.CloseWindow(0)
+	for _, enc := range encs {
+		if err := t.Merge(s, enc); err != nil {
+			return nil, err
+		}
+	}
+	return t.Encode(dst, s), nil
+}
+
 // Cold reports whether window (or slice) w may have groups only in the
 // store.
 func (a *Aggregator) Cold(w int64) bool { return a.cold[w] }
@@ -129,6 +186,7 @@ func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
 		return 0, nil
 	}
 	total, written := 0, 0
+	forget, _ := a.store.(GroupForgetter)
 	n := uint32(len(t.meta))
 	for pass := uint32(0); t.live > max && pass < 2*n+1; pass++ {
 		s := t.hand
@@ -150,6 +208,9 @@ func (a *Aggregator) EvictTo(max int) (meanBytes int, err error) {
 			}
 			total += len(a.encBuf) + int(m.klen)
 			written++
+		}
+		if forget != nil {
+			forget.Forget(StateRef{KG: m.KG, Key: t.Key(s), Window: m.Window})
 		}
 		a.noteEvicted(m.Window, t.Key(s))
 		t.evict(s)
