@@ -86,10 +86,6 @@ type groupCache struct {
 	srcBytes, srcN int64
 }
 
-// sourcesOverhead is slotOverhead's addition for a merge stage's group:
-// its entry in HashAgg.bySource and the map of its sources.
-const sourcesOverhead = 200
-
 // nextDelta is a fresh partial's id.
 func (g *groupCache) nextDelta() state.DeltaID {
 	id := g.delta
@@ -137,10 +133,8 @@ func (g *groupCache) Load(refs []exec.StateRef, found func(i int, val []byte) er
 }
 
 func (g *groupCache) Evict(ref exec.StateRef, val []byte) error {
-	if srcs := g.sources[groupID(ref.Window, ref.Key)]; srcs != nil {
-		val = encodeSources(srcs)
-		g.srcBytes += int64(len(val))
-		g.srcN++
+	if g.sources != nil {
+		return g.evictMerged(ref, val)
 	}
 	if ref.Partial {
 		return g.pending.PutDelta(ref.Window, ref.KG, ref.Key, g.nextDelta(), g.stamp(val))
@@ -153,49 +147,6 @@ func (g *groupCache) Scan(window int64) exec.GroupCursor {
 		return &mergedCursor{GroupCursor: g.pending.ScanWindow(window, g.groups), merged: g.merged}
 	}
 	return g.pending.ScanWindow(window, g.groups)
-}
-
-// Forget drops a merge stage's sources of a group that left memory
-// (exec.GroupForgetter): Evict stored them if they changed.
-func (g *groupCache) Forget(ref exec.StateRef) {
-	if g.sources != nil {
-		delete(g.sources, groupID(ref.Window, ref.Key))
-	}
-}
-
-// mergedCursor reads a merge stage's stored groups as accumulators: each
-// the merge of its sources' latest partials.
-type mergedCursor struct {
-	exec.GroupCursor
-	merged func(dst []byte, encs [][]byte) ([]byte, error)
-	buf    []byte
-	err    error
-}
-
-func (c *mergedCursor) Next() (kg uint16, key, val []byte, ok bool) {
-	if c.err != nil {
-		return 0, nil, nil, false
-	}
-	kg, key, val, ok = c.GroupCursor.Next()
-	if !ok || len(val) == 0 || val[0] != sourcesMark {
-		return kg, key, val, ok // a group stored before partials named their source
-	}
-	srcs, err := decodeSources(val)
-	if err == nil {
-		c.buf, err = c.merged(c.buf[:0], sortedPartials(srcs))
-	}
-	if err != nil {
-		c.err = fmt.Errorf("a merge stage's stored group: %w", err)
-		return 0, nil, nil, false
-	}
-	return kg, key, c.buf, true
-}
-
-func (c *mergedCursor) Close() error {
-	if err := c.GroupCursor.Close(); err != nil {
-		return err
-	}
-	return c.err
 }
 
 func (g *groupCache) ScanDeltas(window int64) exec.GroupCursor {

@@ -137,6 +137,9 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 // is loaded and start-up does not grow with the state.
 func (h *HashAgg) openCached(gs groupStore) error {
 	env := h.env
+	if h.Merge {
+		return h.openMergeCache(gs)
+	}
 	moved, err := gs.MoveAccsToGroups(h.scope(), nil)
 	if err != nil {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
@@ -148,7 +151,14 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	if err != nil {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
+	return h.startCache(gs.NewPending(h.scope()), cold)
+}
+
+// startCache starts the group cache over pending, with the windows the
+// store holds groups of (cold).
+func (h *HashAgg) startCache(pending *state.Pending, cold []int64) error {
+	env := h.env
+	h.cache = &groupCache{pending: pending, budget: h.Cache,
 		overhead: slotOverhead, slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// Runs of partials a crash left uncommitted go before anything is read
@@ -170,12 +180,6 @@ func (h *HashAgg) openCached(gs groupStore) error {
 		h.Cache.tasks.Add(1)
 	}
 	h.agg.UseStore(h.cache, cold)
-	if h.Merge {
-		h.agg.ReadMisses()
-		h.cache.sources, h.cache.merged = h.bySource, h.agg.MergedEncoding
-		h.cache.overhead += sourcesOverhead
-		h.cache.slotBytes += sourcesOverhead
-	}
 	return nil
 }
 
@@ -260,64 +264,6 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 		}
 	}
 	return nil
-}
-
-// loadSources reads back, in one sorted pass, the stored groups of a
-// cached merge stage that b's partials update and memory does not hold: a
-// partial replaces only its own source's, so the group's other sources
-// must be there first.
-func (h *HashAgg) loadSources(b *Batch) error {
-	var refs []state.GroupRef
-	seen := map[string]bool{}
-	for _, rec := range b.Recs {
-		_, _, w, _, err := DecodePartial(rec.Value)
-		if err != nil {
-			continue // mergePartials reports it, in order
-		}
-		if h.agg.Hot(w, rec.Key) || !h.agg.MayBeStored(w, rec.Key) {
-			continue
-		}
-		if id := groupID(w, rec.Key); !seen[id] {
-			seen[id] = true
-			refs = append(refs, state.GroupRef{Window: w, KG: h.agg.KeyGroupOf(rec.Key), Key: rec.Key})
-		}
-	}
-	return h.cache.pending.Load(refs, func(i int, val []byte) error {
-		r := refs[i]
-		ref := exec.StateRef{KG: r.KG, Key: r.Key, Window: r.Window}
-		if len(val) == 0 || val[0] != sourcesMark { // stored before partials named their source
-			return h.agg.Restore(ref, val)
-		}
-		srcs, err := decodeSources(val)
-		if err != nil {
-			return fmt.Errorf("restore state of %s: %w", h.env.State, err)
-		}
-		h.bySource[groupID(r.Window, r.Key)] = srcs
-		return h.agg.RestorePartials(ref, sortedPartials(srcs))
-	})
-}
-
-// dropClosedSources forgets the sources of a merge stage's groups whose
-// windows have all closed.
-func (h *HashAgg) dropClosedSources() {
-	if !h.Merge || !h.hasWM {
-		return
-	}
-	spec := h.Plan.Window.Spec
-	for id := range h.bySource {
-		if w := int64(binary.BigEndian.Uint64([]byte(id[:8]))); spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
-			delete(h.bySource, id)
-		}
-	}
-}
-
-// sourcesOf is what a merge stage stores of a group: its sources' latest
-// partials (val, its accumulators, otherwise).
-func (h *HashAgg) sourcesOf(ref exec.StateRef, val []byte) []byte {
-	if srcs := h.bySource[groupID(ref.Window, ref.Key)]; h.Merge && srcs != nil {
-		return encodeSources(srcs)
-	}
-	return val
 }
 
 // sourcesMark starts a merge stage's stored group: the latest partial of
@@ -595,7 +541,9 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 		c.Closed, c.HasClosed = h.wm, true
 	}
 	// Closed windows' partials are done with.
-	h.dropClosedSources()
+	if h.Merge && h.hasWM {
+		h.dropClosedSources()
+	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		return c.State.PutAcc(ref.KG, ref.Key, ref.Window, h.sourcesOf(ref, val))
 	}, func(ref exec.StateRef) error {
@@ -688,13 +636,15 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 		dels, cold = h.agg.ExpireCold(h.wm)
 		c.Closed, c.HasClosed = h.wm, true
 	}
-	h.dropClosedSources()
+	if h.Merge {
+		return h.commitMerged(c, dels, cold)
+	}
 	w := &h.cache.writes
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		if ref.Partial {
 			w.PutDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), val)
 		} else {
-			w.Put(ref.Window, ref.KG, ref.Key, h.sourcesOf(ref, val))
+			w.Put(ref.Window, ref.KG, ref.Key, val)
 		}
 		return nil
 	}, func(ref exec.StateRef) error {

@@ -67,11 +67,11 @@ func (h *HashAgg) openSessionCache(gs groupStore) error {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
 	if len(mark) != 8 || int64(binary.BigEndian.Uint64(mark)) != env.Restored.Offset {
-		n, err := h.cache.pending.RebuildEnds(func(val []byte) (int64, error) {
+		n, err := h.cache.pending.RebuildIndex(func(start int64, val []byte) (int64, []byte, error) {
 			if len(val) < 8 {
-				return 0, errSessionEnd
+				return 0, nil, errSessionEnd
 			}
-			return int64(binary.BigEndian.Uint64(val)), nil
+			return int64(binary.BigEndian.Uint64(val)), binary.BigEndian.AppendUint64(nil, uint64(start)), nil
 		})
 		if err != nil {
 			h.cache.pending.Close()

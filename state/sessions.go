@@ -21,7 +21,7 @@ import (
 // The accumulator entries are what an earlier version wrote (it kept
 // every session in memory, restored whole at start), so state moves
 // between versions both ways; the index is rebuilt from them when a
-// commit without it may have come last (RebuildEnds).
+// commit without it may have come last (RebuildIndex).
 
 // PutAcc records an evicted session's entry.
 func (p *Pending) PutAcc(kg uint16, key []byte, window int64, val []byte) error {
@@ -166,13 +166,16 @@ func (e *EndScan) Close() error {
 	return e.err
 }
 
-// RebuildEnds rewrites the session index from the sessions stored, as
-// pending writes (the next commit writes them, so they reach the
-// changelog with it): every index entry is deleted, and one is put for
-// each accumulator entry under the end that end reads from its value. It
-// returns how many sessions it indexed. A task runs it at start when the
-// last commit may have come from a version that kept no index.
-func (p *Pending) RebuildEnds(end func(val []byte) (int64, error)) (int, error) {
+// RebuildIndex rewrites the index of the accumulator entries in the group
+// layout from the entries stored, as pending writes (the next commit
+// writes them, so they reach the changelog with it): every group-layout
+// entry is deleted, and one is put for each accumulator entry, under the
+// window and with the value entry returns for its start and value. It
+// returns how many entries it indexed. A task runs it at start when the
+// last commit may have come from a version (or a task) that kept no index:
+// a SESSION aggregation's index of sessions by end, or a merge stage's
+// copy of its groups by window (dataflow).
+func (p *Pending) RebuildIndex(entry func(start int64, val []byte) (window int64, v []byte, err error)) (int, error) {
 	// The whole index goes in one range deletion (not read first).
 	gpre := streamPrefix(prefixGroup, p.stream)
 	if err := p.b.DeleteRange(gpre, upper(gpre), nil); err != nil {
@@ -190,11 +193,11 @@ func (p *Pending) RebuildEnds(end func(val []byte) (int64, error)) (int, error) 
 		if err != nil {
 			return n, err
 		}
-		e, err := end(it.Value())
+		w, v, err := entry(start, it.Value())
 		if err != nil {
 			return n, err
 		}
-		if err := p.Put(e, kg, key, binary.BigEndian.AppendUint64(nil, uint64(start))); err != nil {
+		if err := p.Put(w, kg, key, v); err != nil {
 			return n, err
 		}
 		n++
