@@ -251,11 +251,11 @@ func firstDiff(a, b []string) string {
 type runMode int
 
 const (
-	runCachedOnly runMode = iota // in the group cache (bounded by its budget)
-	runEager                     // all in memory, restored whole (no cache)
-	runEagerFirst                // without the cache until the clean restart, with it after
-	runCachedFirst               // with the cache until the clean restart, without it after
-	runEagerBetween              // without the cache only from the crash to the clean restart
+	runCachedOnly   runMode = iota // in the group cache (bounded by its budget)
+	runEager                       // all in memory, restored whole (no cache)
+	runEagerFirst                  // without the cache until the clean restart, with it after
+	runCachedFirst                 // with the cache until the clean restart, without it after
+	runEagerBetween                // without the cache only from the crash to the clean restart
 )
 
 // runCached feeds rows in batches of 500, committing every 4 batches with
