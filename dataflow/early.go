@@ -22,23 +22,22 @@ type earlyFires struct {
 	key  []byte
 }
 
-// fire returns the early panes to write: the open windows, each as
-// emitted by emit (in one or more batches), kept only when their content differs from the last
-// fire's. windows nil means a session aggregation: emitSessions gives the
-// panes of every open session at once.
-func (e *earlyFires) fire(windows []int64, emit func(int64) ([]*exec.Batch, error), emitSessions func() ([]*exec.Batch, error)) ([]*exec.Batch, error) {
+// fire returns the early panes to write: the open windows, each as rows
+// gives it, kept only when their content differs from the last fire's.
+// windows nil means a session aggregation: emitSessions gives the panes of
+// every open session at once.
+//
+// A cold window's rows come a chunk at a time from Pebble: they are read
+// once to sum them, chunk by chunk, and, when the sum changed, handed on
+// as a second read the next operator pulls a chunk at a time. So an early
+// fire holds a chunk of a cold window in memory, never the window.
+func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, error), emitSessions func() ([]*exec.Batch, error)) ([]exec.Chunks, error) {
 	next := make(map[int64]uint64, len(windows))
-	var out []*exec.Batch
-	keep := func(w int64, bs ...*exec.Batch) {
-		var sum uint64
-		for _, b := range bs {
-			sum += e.sum(b)
-		}
+	var out []exec.Chunks
+	changed := func(w int64, sum uint64) bool {
 		next[w] = sum
-		if prev, ok := e.last[w]; ok && prev == sum {
-			return
-		}
-		out = append(out, bs...)
+		prev, ok := e.last[w]
+		return !ok || prev != sum
 	}
 	if windows == nil {
 		bs, err := emitSessions()
@@ -46,15 +45,39 @@ func (e *earlyFires) fire(windows []int64, emit func(int64) ([]*exec.Batch, erro
 			return nil, err
 		}
 		for _, b := range bs {
-			keep(sessionPanes, b)
+			if changed(sessionPanes, e.sum(b)) {
+				out = append(out, exec.Chunks{First: b})
+			}
 		}
 	}
 	for _, w := range windows {
-		bs, err := emit(w)
+		c, ok, err := rows(w)
 		if err != nil {
 			return nil, err
 		}
-		keep(w, bs...)
+		if !ok {
+			continue
+		}
+		sum := e.sum(c.First)
+		for c.More != nil {
+			b, err := c.More()
+			if err != nil {
+				return nil, err
+			}
+			if b == nil {
+				break
+			}
+			sum += e.sum(b)
+		}
+		if !changed(w, sum) {
+			continue
+		}
+		if c.More != nil { // read again, as the next operator asks
+			if c, _, err = rows(w); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, c)
 	}
 	// Windows that closed since drop out: they are not open any more.
 	e.last = next

@@ -1,6 +1,7 @@
 package dataflow
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -516,5 +517,52 @@ func TestBlindWritesOnlyWhereExact(t *testing.T) {
 		for _, op := range r.ops {
 			op.Close()
 		}
+	}
+}
+
+// TestEarlyFireOfColdWindowIsChunked: an early fire of a window whose
+// groups left memory hands its rows on a chunk at a time, as the close
+// does, instead of reading the whole window into memory first; an
+// unchanged window is not fired again.
+func TestEarlyFireOfColdWindowIsChunked(t *testing.T) {
+	p := planOf(t, tumbleSQL, "auto")
+	h := &HashAgg{Plan: p, Cache: NewCacheBudget(1), EmitEvery: time.Second}
+	r := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+	const keys = 20000
+	rows := make([]string, keys)
+	for i := range rows {
+		rows[i] = fmt.Sprintf("k%d,u,1,1", i)
+	}
+	for off := 0; off < keys; off += 1000 {
+		r.feed(ev(0, int64(off), rows[off:off+1000]...))
+	}
+	if !h.agg.Cold(0) {
+		t.Fatal("window [0,10) kept every group in memory: the test needs it cold")
+	}
+	fire := func() (first, total int, lazy bool) {
+		t.Helper()
+		r.now = r.now.Add(2 * time.Second)
+		b, err := h.OnWatermark(context.Background(), Watermark{WM: 0, Has: true, Now: r.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			return 0, 0, false
+		}
+		first, lazy = b.Data.N, b.More != nil
+		for ; b != nil; b, err = b.Following() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += b.Data.N
+		}
+		return first, total, lazy
+	}
+	first, total, lazy := fire()
+	if !lazy || first > 4096 || total != keys {
+		t.Fatalf("early fire: first batch %d rows (lazy: %v), %d in all; want at most 4,096, more to follow, %d in all", first, lazy, total, keys)
+	}
+	if _, total, _ := fire(); total != 0 {
+		t.Fatalf("nothing changed, yet the early fire wrote %d rows", total)
 	}
 }

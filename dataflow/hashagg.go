@@ -456,15 +456,13 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 	h.recovering = false
 	if h.EmitEvery > 0 && wm.Now.Sub(h.lastEarly) >= h.EmitEvery {
 		h.lastEarly = wm.Now
-		// Early panes are compared whole with the last fire's, so a cold
-		// window's chunks are all read here (its final pane stays lazy).
-		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowBatches,
+		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowRows,
 			func() ([]*exec.Batch, error) { return h.agg.EmitOpen(h.wm, h.hasWM) })
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range open {
-			out.add(&Batch{Partition: h.env.Partition, Data: b, Final: false})
+		for _, c := range open {
+			out.add(h.chunks(c, false))
 		}
 	}
 	return out.head, nil

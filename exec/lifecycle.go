@@ -90,14 +90,11 @@ func all(cs []Chunks) ([]*Batch, error) {
 	return out, nil
 }
 
-// WindowBatches is window w's rows as they stand now, all of them: one
-// batch, or a cold window's chunks (none when it holds no group here).
-func (a *Aggregator) WindowBatches(w int64) ([]*Batch, error) {
-	c, ok, err := a.windowChunks(w)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return all([]Chunks{c})
+// WindowRows is window w's rows as they stand now: one batch, or a cold
+// window's chunks read as More is called (ok false: it holds no group
+// here).
+func (a *Aggregator) WindowRows(w int64) (c Chunks, ok bool, err error) {
+	return a.windowChunks(w)
 }
 
 func (a *Aggregator) windowChunks(w int64) (Chunks, bool, error) {
