@@ -9,7 +9,7 @@ import (
 )
 
 // sessionPanes keys the open sessions' early fire in earlyFires: they come
-// as one batch, not one per window.
+// as one window's rows, not one per session.
 const sessionPanes = math.MinInt64
 
 // earlyFires remembers what each open window's last early fire held, so
@@ -23,32 +23,20 @@ type earlyFires struct {
 }
 
 // fire returns the early panes to write: the open windows, each as rows
-// gives it, kept only when their content differs from the last fire's.
-// windows nil means a session aggregation: emitSessions gives the panes of
-// every open session at once.
+// gives it, kept only when their content differs from the last fire's. A
+// session aggregation's open sessions are one "window", sessionPanes.
 //
 // A cold window's rows come a chunk at a time from Pebble: they are read
 // once to sum them, chunk by chunk, and, when the sum changed, handed on
 // as a second read the next operator pulls a chunk at a time. So an early
 // fire holds a chunk of a cold window in memory, never the window.
-func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, error), emitSessions func() ([]*exec.Batch, error)) ([]exec.Chunks, error) {
+func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, error)) ([]exec.Chunks, error) {
 	next := make(map[int64]uint64, len(windows))
 	var out []exec.Chunks
 	changed := func(w int64, sum uint64) bool {
 		next[w] = sum
 		prev, ok := e.last[w]
 		return !ok || prev != sum
-	}
-	if windows == nil {
-		bs, err := emitSessions()
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range bs {
-			if changed(sessionPanes, e.sum(b)) {
-				out = append(out, exec.Chunks{First: b})
-			}
-		}
 	}
 	for _, w := range windows {
 		c, ok, err := rows(w)

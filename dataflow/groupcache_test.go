@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,12 +33,14 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 	}
 	rows := metamorphicRows(40000, 40000)
 	queries["tumble_emit_every"] = tumbleSQL
+	queries["session_emit_every"] = queries["session"]
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
 			var every time.Duration
-			if name == "tumble_emit_every" {
+			if strings.HasSuffix(name, "_emit_every") {
 				every = 2 * time.Second
 			}
+			session := strings.HasPrefix(name, "session")
 			// The 1 MB run's clean restart is on another node: an empty
 			// disk, restored from the changelog of its commits.
 			small, smallMax, deltas := runCached(t, q, rows, NewCacheBudget(1), runCachedOnly, every, true)
@@ -67,12 +70,12 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 			// unlimited run holds half as many again or more (a fifth
 			// fewer in memory shows keys left it; sessions, which close
 			// as the watermark passes, a quarter fewer).
-			if evicted := name != "session" && smallMax*5 <= fullMax*4 || name == "session" && smallMax*4 <= fullMax*3; !evicted {
+			if evicted := !session && smallMax*5 <= fullMax*4 || session && smallMax*4 <= fullMax*3; !evicted {
 				t.Fatalf("1 MB cache held up to %d groups, unlimited %d: nothing was evicted", smallMax, fullMax)
 			}
 			// COUNT(*) and SUM(BIGINT) merge exactly: windowed runs write
 			// blind (partials), the upsert stream reads.
-			if blind := name != "session" && name != "upsert"; blind != (deltas > 0) {
+			if blind := !session && name != "upsert"; blind != (deltas > 0) {
 				t.Fatalf("1 MB cache stored %d partials (blind writes expected: %v)", deltas, blind)
 			}
 		})

@@ -37,8 +37,8 @@ import (
 // (sessioncache.go). A combine's merge stage keeps each group's sources
 // (the latest partial of each) with it, stores them in its place, and
 // reads a missing group back before a partial replaces one of them
-// (loadSources). SESSION windows with EMIT EVERY, and merge stages of
-// SESSION windows, restore their groups whole at Open.
+// (loadSources). Merge stages of SESSION windows restore their groups
+// whole at Open.
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
@@ -109,9 +109,7 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		switch {
 		case h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION":
 			return h.openCached(gs)
-		case h.EmitEvery == 0 && !h.Merge:
-			// (Early fires of sessions list every open one: they stay
-			// in memory.)
+		case !h.Merge:
 			return h.openSessionCache(gs)
 		}
 	}
@@ -456,8 +454,12 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 	h.recovering = false
 	if h.EmitEvery > 0 && wm.Now.Sub(h.lastEarly) >= h.EmitEvery {
 		h.lastEarly = wm.Now
-		open, err := h.early.fire(h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowRows,
-			func() ([]*exec.Batch, error) { return h.agg.EmitOpen(h.wm, h.hasWM) })
+		windows, rows := h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowRows
+		if h.Plan.Window.Kind == "SESSION" {
+			windows = []int64{sessionPanes}
+			rows = func(int64) (exec.Chunks, bool, error) { return h.agg.OpenSessionChunks(h.wm, h.hasWM) }
+		}
+		open, err := h.early.fire(windows, rows)
 		if err != nil {
 			return nil, err
 		}

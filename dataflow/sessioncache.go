@@ -51,6 +51,8 @@ func (g *groupCache) Ending(end int64) exec.EndCursor { return g.pending.Ends(en
 
 func (g *groupCache) ForgetEnds(end int64) error { return g.pending.DeleteEnds(end) }
 
+func (g *groupCache) Stored() exec.SessionCursor { return g.pending.Accs() }
+
 var errSessionEnd = errors.New("corrupt session entry")
 
 // openSessionCache starts the cache of a SESSION aggregation: nothing is

@@ -253,17 +253,8 @@ func (a *Aggregator) EmitAll() ([]*Batch, error) {
 	return out, nil
 }
 
-// EmitOpen builds the current rows of every window (or session) wm has not
-// closed, for an early fire.
-func (a *Aggregator) EmitOpen(wm int64, hasWM bool) ([]*Batch, error) {
-	cs, err := a.EmitOpenChunks(wm, hasWM)
-	if err != nil {
-		return nil, err
-	}
-	return all(cs)
-}
-
-// EmitOpenChunks is EmitOpen with each window's rows as Chunks.
+// EmitOpenChunks builds the current rows of every window (or session, in
+// memory) wm has not closed, each window's as Chunks.
 func (a *Aggregator) EmitOpenChunks(wm int64, hasWM bool) ([]Chunks, error) {
 	if a.sessions != nil {
 		var open []*session

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"encoding/binary"
 	"slices"
 )
 
@@ -32,6 +33,16 @@ type SessionStore interface {
 	// ForgetEnds deletes the index entries of sessions ending at or
 	// before end, once every one of them has closed.
 	ForgetEnds(end int64) error
+	// Stored walks every stored session (with the writes kept so far),
+	// a key's sessions together.
+	Stored() SessionCursor
+}
+
+// SessionCursor walks stored sessions (SessionStore.Stored): val is the
+// session's entry (end, then accumulators), valid until the next call.
+type SessionCursor interface {
+	Next() (kg uint16, key []byte, start int64, val []byte, ok bool)
+	Close() error
 }
 
 // EndCursor walks a session index (SessionStore.Ending).
@@ -267,4 +278,95 @@ func (a *Aggregator) dueStored(end int64) (int, error) {
 		}
 	}
 	return n, cur.Close()
+}
+
+// OpenSessionChunks is every session wm has not closed, for an early fire:
+// those in memory in one batch, then, a chunk at a time, the stored ones
+// of keys not in memory (keys leave memory whole, so a key in memory has
+// all its sessions there), read into a scratch table and let go again.
+// ok is false when there is none.
+func (a *Aggregator) OpenSessionChunks(wm int64, hasWM bool) (c Chunks, ok bool, err error) {
+	mem, err := a.EmitOpenChunks(wm, hasWM)
+	if err != nil {
+		return Chunks{}, false, err
+	}
+	ss := a.sessions
+	if ss.store == nil {
+		if len(mem) == 0 {
+			return Chunks{}, false, nil
+		}
+		return mem[0], true, nil
+	}
+	tab, err := a.newTable()
+	if err != nil {
+		return Chunks{}, false, err
+	}
+	cur := ss.store.Stored()
+	done := false
+	finish := func(err error) error {
+		if done {
+			return err
+		}
+		done = true
+		if cerr := cur.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	next := func() (*Batch, error) {
+		var slots []uint32
+		var keys [][]byte
+		var bounds [][2]int64
+		for !done && len(slots) < chunkRows {
+			kg, key, start, val, ok := cur.Next()
+			if !ok {
+				if err := finish(nil); err != nil {
+					return nil, err
+				}
+				break
+			}
+			if _, hot := ss.byKey[string(key)]; hot {
+				continue
+			}
+			if len(val) < 8 {
+				return nil, finish(errSessionState)
+			}
+			end := int64(binary.BigEndian.Uint64(val))
+			if hasWM && end+a.Lateness <= wm {
+				continue // closed: its deletion waits for the commit
+			}
+			s := tab.allocBare(start)
+			tab.Meta(s).KG = kg
+			if err := tab.Merge(s, val[8:]); err != nil {
+				return nil, finish(err)
+			}
+			slots = append(slots, s)
+			keys = append(keys, slices.Clone(key))
+			bounds = append(bounds, [2]int64{start, end})
+		}
+		if len(slots) == 0 {
+			return nil, nil
+		}
+		at := make(map[uint32]int, len(slots))
+		for i, s := range slots {
+			at[s] = i
+		}
+		b, err := a.emitRows(tab, slots, func(s uint32) []byte { return keys[at[s]] },
+			func(i int) (int64, int64) { return bounds[i][0], bounds[i][1] })
+		for _, s := range slots {
+			tab.freeBare(s)
+		}
+		if err != nil {
+			return nil, finish(err)
+		}
+		return b, nil
+	}
+	if len(mem) > 0 {
+		return Chunks{First: mem[0].First, More: next}, true, nil
+	}
+	first, err := next()
+	if err != nil || first == nil {
+		return Chunks{}, false, err
+	}
+	return Chunks{First: first, More: next}, true, nil
 }

@@ -105,6 +105,58 @@ func (p *Pending) LoadAccs(refs []GroupRef, fn func(i int, window int64, val []b
 	return it.Error()
 }
 
+// Accs walks every accumulator entry (pending ones included) in key order:
+// a key's sessions one after another. The cursor sees the pending writes
+// made before it was opened, not those after.
+func (p *Pending) Accs() *AccScan { return &AccScan{p: p} }
+
+// AccScan is Accs's cursor.
+type AccScan struct {
+	p    *Pending
+	it   *pebble.Iterator
+	err  error
+	done bool
+}
+
+// Next is the next entry: its key group, key, window (a session's start)
+// and value; false at the end or on error (Close returns it). key and val
+// are valid until the next call.
+func (a *AccScan) Next() (kg uint16, key []byte, window int64, val []byte, ok bool) {
+	if a.err != nil || a.done {
+		return 0, nil, 0, nil, false
+	}
+	var valid bool
+	if a.it == nil {
+		pre := streamPrefix(prefixAcc, a.p.stream)
+		if a.it, a.err = a.p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)}); a.err != nil {
+			return 0, nil, 0, nil, false
+		}
+		valid = a.it.First()
+	} else {
+		valid = a.it.Next()
+	}
+	if !valid {
+		a.done = true
+		return 0, nil, 0, nil, false
+	}
+	if kg, key, window, a.err = decodeAccKey(a.p.stream, a.it.Key()); a.err != nil {
+		return 0, nil, 0, nil, false
+	}
+	return kg, key, window, a.it.Value(), true
+}
+
+// Close releases the cursor and returns its error.
+func (a *AccScan) Close() error {
+	if a.it != nil {
+		if err := a.it.Close(); err != nil && a.err == nil {
+			a.err = err
+		}
+		a.it = nil
+	}
+	a.done = true
+	return a.err
+}
+
 // Ends walks the groups of every window at or before upTo (pending ones
 // included), in (window, key group, key) order: a cached SESSION
 // aggregation's index of sessions by end. The cursor sees the pending
