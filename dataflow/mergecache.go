@@ -111,6 +111,9 @@ func (h *HashAgg) loadSources(b *Batch) error {
 		if err != nil {
 			continue // mergePartials reports it, in order
 		}
+		if h.hasWM && h.Plan.Window.Spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
+			continue // late: mergePartials drops it
+		}
 		if h.agg.Hot(w, rec.Key) || !h.agg.MayBeStored(w, rec.Key) {
 			continue
 		}
