@@ -37,8 +37,7 @@ import (
 // (sessioncache.go). A combine's merge stage keeps each group's sources
 // (the latest partial of each) with it, stores them in its place, and
 // reads a missing group back before a partial replaces one of them
-// (loadSources). Merge stages of SESSION windows restore their groups
-// whole at Open.
+// (loadSources). (A combine takes no SESSION window.)
 type HashAgg struct {
 	Plan          *planner.Plan
 	LatenessMs    int64
@@ -106,12 +105,10 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		}
 	}
 	if cached && !h.eager {
-		switch {
-		case h.Plan.Window == nil || h.Plan.Window.Kind != "SESSION":
-			return h.openCached(gs)
-		case !h.Merge:
+		if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
 			return h.openSessionCache(gs)
 		}
+		return h.openCached(gs)
 	}
 	return env.Store.AccsOfGroups(h.scope(), nil, func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
