@@ -46,16 +46,9 @@ func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, 
 		if !ok {
 			continue
 		}
-		sum := e.sum(c.First)
-		for c.More != nil {
-			b, err := c.More()
-			if err != nil {
-				return nil, err
-			}
-			if b == nil {
-				break
-			}
-			sum += e.sum(b)
+		var sum uint64
+		if err := c.Each(func(b *exec.Batch) { sum += e.sum(b) }); err != nil {
+			return nil, err
 		}
 		if !changed(w, sum) {
 			continue

@@ -71,20 +71,25 @@ type Chunks struct {
 	More  func() (*Batch, error)
 }
 
+// Each calls fn with every chunk in turn, reading them to the end.
+func (c Chunks) Each(fn func(*Batch)) error {
+	fn(c.First)
+	for c.More != nil {
+		b, err := c.More()
+		if err != nil || b == nil {
+			return err
+		}
+		fn(b)
+	}
+	return nil
+}
+
 // all materialises every chunk (callers that want whole windows).
 func all(cs []Chunks) ([]*Batch, error) {
 	var out []*Batch
 	for _, c := range cs {
-		out = append(out, c.First)
-		for c.More != nil {
-			b, err := c.More()
-			if err != nil {
-				return nil, err
-			}
-			if b == nil {
-				break
-			}
-			out = append(out, b)
+		if err := c.Each(func(b *Batch) { out = append(out, b) }); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

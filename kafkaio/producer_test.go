@@ -55,14 +55,6 @@ func slowBroker(t *testing.T, parts int32, delay time.Duration) *Client {
 		time.Sleep(delay)
 		return nil, nil, false
 	})
-	conn := &Conn{Brokers: c.ListenAddrs()}
-	if err := conn.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	k, err := New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
+	k := clientOf(t, c)
 	return k
 }

@@ -26,16 +26,7 @@ func TestTopicsCreatedWithReplication(t *testing.T) {
 	}
 	defer c.Close()
 	open := func(rf, isr int) *Client {
-		conn := &Conn{Brokers: c.ListenAddrs(), ReplicationFactor: rf, MinInsyncReplicas: isr}
-		if err := conn.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		k, err := New(conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Close)
-		return k
+		return clientWith(t, &Conn{Brokers: c.ListenAddrs(), ReplicationFactor: rf, MinInsyncReplicas: isr})
 	}
 	replicated := open(3, 2)
 	compact := "compact"
@@ -89,15 +80,7 @@ func TestGrowTopicAlreadyGrown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	conn := &Conn{Brokers: c.ListenAddrs()}
-	if err := conn.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	k, err := New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k := clientOf(t, c)
 	if err := k.EnsureCompacted(ctx, "cl", 8); err != nil {
 		t.Fatalf("grow 4 -> 8: %v", err)
 	}
@@ -126,4 +109,24 @@ func TestGrowTopicAlreadyGrown(t *testing.T) {
 	if refused != 2 {
 		t.Fatalf("%d CreatePartitions requests refused, want 2: the test's refusal did not run", refused)
 	}
+}
+
+// clientOf is a Client of kfake cluster c, closed with the test.
+func clientOf(t *testing.T, c *kfake.Cluster) *Client {
+	t.Helper()
+	return clientWith(t, &Conn{Brokers: c.ListenAddrs()})
+}
+
+// clientWith is a Client on conn, closed with the test.
+func clientWith(t *testing.T, conn *Conn) *Client {
+	t.Helper()
+	if err := conn.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
 }

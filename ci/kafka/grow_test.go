@@ -4,12 +4,9 @@ package kafkaci
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // Every server of an app grows a stage's changelog when the stage's input
@@ -27,15 +24,7 @@ func TestConcurrentGrowth(t *testing.T) {
 	errs := make([]error, 4)
 	start := make(chan struct{})
 	for i := range errs {
-		conn := &kafkaio.Conn{Brokers: strings.Split(env(t, "TURBINE_TEST_BROKERS"), ",")}
-		if err := conn.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		k, err := kafkaio.New(conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer k.Close()
+		k := engineClient(t)
 		if n, err := k.Partitions(ctx, topic); err != nil || n != 4 {
 			t.Fatalf("client %d sees %d partitions (%v), want 4", i, n, err)
 		}

@@ -35,15 +35,7 @@ func TestStableOffsetsIgnoreAnotherPartitionsOpenTransaction(t *testing.T) {
 	id := runID()
 	topic, group := "stable-"+id, "stable-group-"+id
 	createTopic(ctx, t, adm, topic, 2)
-	conn := &kafkaio.Conn{Brokers: strings.Split(env(t, "TURBINE_TEST_BROKERS"), ",")}
-	if err := conn.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	k, err := kafkaio.New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k := engineClient(t)
 
 	// Partition 0: a committed transaction left offset 5. (With a record:
 	// kgo ends a transaction it produced nothing in without an EndTxn,
@@ -145,4 +137,20 @@ func openTxnOffsetCommit(ctx context.Context, t *testing.T, txnID, group, topic 
 			}
 		}
 	}
+}
+
+// engineClient is the engine's Kafka client of the broker under test,
+// closed with the test.
+func engineClient(t *testing.T) *kafkaio.Client {
+	t.Helper()
+	conn := &kafkaio.Conn{Brokers: strings.Split(env(t, "TURBINE_TEST_BROKERS"), ",")}
+	if err := conn.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := kafkaio.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
 }
