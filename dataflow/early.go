@@ -28,8 +28,10 @@ type earlyFires struct {
 //
 // A cold window's rows come a chunk at a time from Pebble: they are read
 // once to sum them, chunk by chunk, and, when the sum changed, handed on
-// as a second read the next operator pulls a chunk at a time. So an early
-// fire holds a chunk of a cold window in memory, never the window.
+// as that read's first chunk, then a second read the next operator pulls a
+// chunk at a time, opened only when it asks for the second chunk. So an
+// early fire holds the first chunk of each changed cold window (4,096
+// groups) and the read of one, never a whole window.
 func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, error)) ([]exec.Chunks, error) {
 	next := make(map[int64]uint64, len(windows))
 	var out []exec.Chunks
@@ -53,16 +55,31 @@ func (e *earlyFires) fire(windows []int64, rows func(int64) (exec.Chunks, bool, 
 		if !changed(w, sum) {
 			continue
 		}
-		if c.More != nil { // read again, as the next operator asks
-			if c, _, err = rows(w); err != nil {
-				return nil, err
-			}
+		if c.More != nil {
+			c.More = reread(w, rows)
 		}
 		out = append(out, c)
 	}
 	// Windows that closed since drop out: they are not open any more.
 	e.last = next
 	return out, nil
+}
+
+// reread is the chunks of window w after its first, read again from the
+// start when first asked for (nothing changes the window in between: the
+// fire's output is pulled before the task reads on).
+func reread(w int64, rows func(int64) (exec.Chunks, bool, error)) func() (*exec.Batch, error) {
+	var more func() (*exec.Batch, error)
+	return func() (*exec.Batch, error) {
+		if more == nil {
+			c, ok, err := rows(w)
+			if err != nil || !ok || c.More == nil {
+				return nil, err
+			}
+			more = c.More // c.First is the chunk already handed on
+		}
+		return more()
+	}
 }
 
 func (e *earlyFires) sum(b *exec.Batch) uint64 {
