@@ -41,6 +41,12 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 				every = 2 * time.Second
 			}
 			session := strings.HasPrefix(name, "session")
+			rows := rows
+			if name == "session_emit_every" {
+				// Its early fires read every stored session twice at each
+				// commit: half the input keeps it as quick as the others.
+				rows = rows[:len(rows)/2]
+			}
 			// The 1 MB run's clean restart is on another node: an empty
 			// disk, restored from the changelog of its commits.
 			small, smallMax, deltas := runCached(t, q, rows, NewCacheBudget(1), runCachedOnly, every, true)
