@@ -112,15 +112,11 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	}
 	return env.Store.AccsOfGroups(h.scope(), nil, func(kg uint16, key []byte, window int64, val []byte) error {
 		ref := exec.StateRef{KG: kg, Key: key, Window: window}
-		if h.Merge && len(val) > 0 && val[0] == sourcesMark {
-			srcs, err := decodeSources(val)
-			if err != nil {
-				return fmt.Errorf("restore state of %s: %w", env.State, err)
-			}
-			h.bySource[groupID(window, key)] = srcs
-			return h.agg.RestorePartials(ref, sortedPartials(srcs))
+		restore := h.agg.Restore
+		if h.Merge {
+			restore = h.restoreMerged
 		}
-		if err := h.agg.Restore(ref, val); err != nil {
+		if err := restore(ref, val); err != nil {
 			return fmt.Errorf("restore state of %s: %w", env.State, err)
 		}
 		return nil
@@ -146,15 +142,16 @@ func (h *HashAgg) openCached(gs groupStore) error {
 	if err != nil {
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	return h.startCache(gs.NewPending(h.scope()), cold)
+	return h.startCache(gs.NewPending(h.scope()), cold, slotOverhead)
 }
 
 // startCache starts the group cache over pending, with the windows the
-// store holds groups of (cold).
-func (h *HashAgg) startCache(pending *state.Pending, cold []int64) error {
+// store holds groups of (cold) and a group's memory beyond its key and
+// accumulators (overhead).
+func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int64) error {
 	env := h.env
 	h.cache = &groupCache{pending: pending, budget: h.Cache,
-		overhead: slotOverhead, slotBytes: slotOverhead + 16 + 16*int64(len(h.Plan.Aggs)),
+		overhead: overhead, slotBytes: overhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.
@@ -219,37 +216,45 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 // there.
 func (h *HashAgg) mergePartials(b *Batch) error {
 	spec := h.Plan.Window.Spec
-	if h.cache != nil {
-		if err := h.loadSources(b); err != nil {
-			return err
-		}
-	}
-	for _, rec := range b.Recs {
-		q, hasSource, w, enc, err := DecodePartial(rec.Value)
+	parts := make([]shipped, len(b.Recs))
+	for i, rec := range b.Recs {
+		sp := &parts[i]
+		var err error
+		sp.source, sp.named, sp.window, sp.enc, err = DecodePartial(rec.Value)
 		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		// w is a window start (a slice start for HOP): late once no window
-		// holding it is open.
-		if h.hasWM && spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
+		// The window is a window start (a slice start for HOP): late once
+		// no window holding it is open.
+		sp.key, sp.late = rec.Key, h.hasWM && spec.LastWindowEnd(sp.window)+h.agg.Lateness <= h.wm
+	}
+	if h.cache != nil {
+		if err := h.loadSources(parts); err != nil {
+			return fmt.Errorf("restore state of %s: %w", h.env.State, err)
+		}
+	}
+	for i, sp := range parts {
+		if sp.late {
 			h.env.Metrics.CombineLatePartials.WithLabelValues(h.env.Name).Inc()
 			continue
 		}
-		if !hasSource { // written before partials named their source
-			err = h.agg.MergePartial(w, rec.Key, enc)
+		var err error
+		if !sp.named { // written before partials named their source
+			err = h.agg.MergePartial(sp.window, sp.key, sp.enc)
 		} else {
 			// The latest partial of each source stands for all it shipped
 			// of the group: the group is their merge.
-			id := groupID(w, rec.Key)
+			id := groupID(sp.window, sp.key)
 			srcs := h.bySource[id]
 			if srcs == nil {
 				srcs = map[int32][]byte{}
 				h.bySource[id] = srcs
 			}
-			srcs[q] = append([]byte(nil), enc...)
-			err = h.agg.SetPartials(w, rec.Key, sortedPartials(srcs))
+			srcs[sp.source] = append([]byte(nil), sp.enc...)
+			err = h.agg.SetPartials(sp.window, sp.key, sortedPartials(srcs))
 		}
 		if err != nil {
+			rec := b.Recs[i]
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 	}
@@ -259,6 +264,16 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 		}
 	}
 	return nil
+}
+
+// shipped is a combine's partial as a merge stage reads it.
+type shipped struct {
+	source int32
+	named  bool // the partial names its source (DecodePartial)
+	window int64
+	key    []byte
+	enc    []byte
+	late   bool // no window holding it is open
 }
 
 // sourcesMark starts a merge stage's stored group: the latest partial of

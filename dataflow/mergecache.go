@@ -46,12 +46,12 @@ func (h *HashAgg) openMergeCache(gs groupStore) error {
 		pending.Close()
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	mark, err := env.Store.TaskValue(env.State, env.Partition, mergeCopiesName)
+	kept, err := h.indexKept(mergeCopiesName)
 	if err != nil {
 		return fail(err)
 	}
 	var cold []int64
-	if len(mark) != 8 || int64(binary.BigEndian.Uint64(mark)) != env.Restored.Offset {
+	if !kept {
 		windows := map[int64]bool{}
 		n, err := pending.RebuildIndex(func(start int64, val []byte) (int64, []byte, error) {
 			windows[start] = true
@@ -67,13 +67,11 @@ func (h *HashAgg) openMergeCache(gs groupStore) error {
 	} else if cold, err = gs.GroupWindows(h.scope()); err != nil {
 		return fail(err)
 	}
-	if err := h.startCache(pending, cold); err != nil {
+	if err := h.startCache(pending, cold, slotOverhead+sourcesOverhead); err != nil {
 		return err
 	}
 	h.agg.ReadMisses()
 	h.cache.sources, h.cache.merged = h.bySource, h.agg.MergedEncoding
-	h.cache.overhead += sourcesOverhead
-	h.cache.slotBytes += sourcesOverhead
 	return nil
 }
 
@@ -100,41 +98,40 @@ func (g *groupCache) Forget(ref exec.StateRef) {
 }
 
 // loadSources reads back, in one sorted pass, the stored groups of a
-// cached merge stage that b's partials update and memory does not hold: a
-// partial replaces only its own source's, so the group's other sources
-// must be there first.
-func (h *HashAgg) loadSources(b *Batch) error {
+// cached merge stage that a batch's partials (on time) update and memory
+// does not hold: a partial replaces only its own source's, so the group's
+// other sources must be there first.
+func (h *HashAgg) loadSources(parts []shipped) error {
 	var refs []state.GroupRef
 	seen := map[string]bool{}
-	for _, rec := range b.Recs {
-		_, _, w, _, err := DecodePartial(rec.Value)
-		if err != nil {
-			continue // mergePartials reports it, in order
-		}
-		if h.hasWM && h.Plan.Window.Spec.LastWindowEnd(w)+h.agg.Lateness <= h.wm {
-			continue // late: mergePartials drops it
-		}
-		if h.agg.Hot(w, rec.Key) || !h.agg.MayBeStored(w, rec.Key) {
+	for _, sp := range parts {
+		if sp.late || h.agg.Hot(sp.window, sp.key) || !h.agg.MayBeStored(sp.window, sp.key) {
 			continue
 		}
-		if id := groupID(w, rec.Key); !seen[id] {
+		if id := groupID(sp.window, sp.key); !seen[id] {
 			seen[id] = true
-			refs = append(refs, state.GroupRef{Window: w, KG: h.agg.KeyGroupOf(rec.Key), Key: rec.Key})
+			refs = append(refs, state.GroupRef{Window: sp.window, KG: h.agg.KeyGroupOf(sp.key), Key: sp.key})
 		}
 	}
 	return h.cache.pending.Load(refs, func(i int, val []byte) error {
 		r := refs[i]
-		ref := exec.StateRef{KG: r.KG, Key: r.Key, Window: r.Window}
-		if len(val) == 0 || val[0] != sourcesMark { // stored before partials named their source
-			return h.agg.Restore(ref, val)
-		}
-		srcs, err := decodeSources(val)
-		if err != nil {
-			return fmt.Errorf("restore state of %s: %w", h.env.State, err)
-		}
-		h.bySource[groupID(r.Window, r.Key)] = srcs
-		return h.agg.RestorePartials(ref, sortedPartials(srcs))
+		return h.restoreMerged(exec.StateRef{KG: r.KG, Key: r.Key, Window: r.Window}, val)
 	})
+}
+
+// restoreMerged brings a merge stage's stored group back into memory: its
+// sources' latest partials, or (stored before partials named their
+// source) its accumulators.
+func (h *HashAgg) restoreMerged(ref exec.StateRef, val []byte) error {
+	if len(val) == 0 || val[0] != sourcesMark {
+		return h.agg.Restore(ref, val)
+	}
+	srcs, err := decodeSources(val)
+	if err != nil {
+		return err
+	}
+	h.bySource[groupID(ref.Window, ref.Key)] = srcs
+	return h.agg.RestorePartials(ref, sortedPartials(srcs))
 }
 
 // dropClosedSources forgets the sources of a merge stage's groups whose
@@ -151,7 +148,10 @@ func (h *HashAgg) dropClosedSources() {
 // sourcesOf is what a merge stage stores of a group: its sources' latest
 // partials (val, its accumulators, otherwise).
 func (h *HashAgg) sourcesOf(ref exec.StateRef, val []byte) []byte {
-	if srcs := h.bySource[groupID(ref.Window, ref.Key)]; h.Merge && srcs != nil {
+	if !h.Merge {
+		return val
+	}
+	if srcs := h.bySource[groupID(ref.Window, ref.Key)]; srcs != nil {
 		return encodeSources(srcs)
 	}
 	return val
@@ -200,15 +200,17 @@ func (h *HashAgg) commitMerged(c *Commit, dels []exec.StateRef, cold []int64) er
 	}); err != nil {
 		return err
 	}
-	for _, ref := range append(dels, coldAccs...) {
-		if err := c.State.DeleteAcc(ref.KG, ref.Key, ref.Window); err != nil {
-			return err
+	for _, refs := range [][]exec.StateRef{dels, coldAccs} {
+		for _, ref := range refs {
+			if err := c.State.DeleteAcc(ref.KG, ref.Key, ref.Window); err != nil {
+				return err
+			}
 		}
 	}
 	if err := h.deleteExpired(c, dels, cold); err != nil {
 		return err
 	}
-	if err := c.State.PutTaskValue(h.env.Partition, mergeCopiesName, binary.BigEndian.AppendUint64(nil, uint64(c.Offset))); err != nil {
+	if err := h.markIndexKept(c, mergeCopiesName); err != nil {
 		return err
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))

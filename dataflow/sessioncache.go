@@ -62,13 +62,13 @@ func (h *HashAgg) openSessionCache(gs groupStore) error {
 	env := h.env
 	h.cache = &groupCache{pending: gs.NewPending(h.scope()), budget: h.Cache,
 		overhead: sessionOverhead, slotBytes: sessionOverhead + 16 + 16*int64(len(h.Plan.Aggs))}
-	mark, err := env.Store.TaskValue(env.State, env.Partition, sessionIndexName)
+	kept, err := h.indexKept(sessionIndexName)
 	if err != nil {
 		h.cache.pending.Close()
 		h.cache = nil
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	if len(mark) != 8 || int64(binary.BigEndian.Uint64(mark)) != env.Restored.Offset {
+	if !kept {
 		n, err := h.cache.pending.RebuildIndex(func(start int64, val []byte) (int64, []byte, error) {
 			if len(val) < 8 {
 				return 0, nil, errSessionEnd
@@ -121,9 +121,26 @@ func (h *HashAgg) commitSessions(c *Commit) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.State.PutTaskValue(h.env.Partition, sessionIndexName, binary.BigEndian.AppendUint64(nil, uint64(c.Offset))); err != nil {
+	if err := h.markIndexKept(c, sessionIndexName); err != nil {
 		return err
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil
+}
+
+// indexKept reports whether the last commit of the task kept the index
+// named (its restart offset is the mark markIndexKept left): when not, an
+// earlier version, or a task without the cache, may have written last, and
+// the index is rebuilt from the accumulator entries.
+func (h *HashAgg) indexKept(name string) (bool, error) {
+	mark, err := h.env.Store.TaskValue(h.env.State, h.env.Partition, name)
+	if err != nil {
+		return false, err
+	}
+	return len(mark) == 8 && int64(binary.BigEndian.Uint64(mark)) == h.env.Restored.Offset, nil
+}
+
+// markIndexKept records in c that it keeps the index named.
+func (h *HashAgg) markIndexKept(c *Commit, name string) error {
+	return c.State.PutTaskValue(h.env.Partition, name, binary.BigEndian.AppendUint64(nil, uint64(c.Offset)))
 }

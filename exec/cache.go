@@ -97,7 +97,8 @@ func (a *Aggregator) Hot(window int64, key []byte) bool {
 
 // MayBeStored reports whether group (window, key), not in memory, may be
 // in the store: its window is cold, and the key left memory (when the
-// window cooled during this run, its filter knows which keys did).
+// window cooled during this run, its filter knows which keys did; a key
+// it never saw leave was never stored).
 func (a *Aggregator) MayBeStored(window int64, key []byte) bool {
 	if !a.cold[window] {
 		return false
@@ -153,11 +154,8 @@ func (a *Aggregator) loadMisses(newRows []int, slots []uint32) error {
 	for _, i := range newRows {
 		s := slots[i]
 		m := a.Table.Meta(s)
-		if !a.cold[m.Window] {
+		if !a.MayBeStored(m.Window, a.Table.Key(s)) {
 			continue
-		}
-		if f := a.evicted[m.Window]; f != nil && !f.mayHold(a.Table.Key(s)) {
-			continue // never stored: this run cooled the window, not this key
 		}
 		refs = append(refs, StateRef{KG: m.KG, Key: a.Table.Key(s), Window: m.Window})
 		at = append(at, s)

@@ -315,8 +315,8 @@ func (a *Aggregator) OpenSessionChunks(wm int64, hasWM bool) (c Chunks, ok bool,
 	}
 	next := func() (*Batch, error) {
 		var slots []uint32
-		var keys [][]byte
 		var bounds [][2]int64
+		var keyOf [][]byte // by slot of tab
 		for !done && len(slots) < chunkRows {
 			kg, key, start, val, ok := cur.Next()
 			if !ok {
@@ -341,17 +341,16 @@ func (a *Aggregator) OpenSessionChunks(wm int64, hasWM bool) (c Chunks, ok bool,
 				return nil, finish(err)
 			}
 			slots = append(slots, s)
-			keys = append(keys, slices.Clone(key))
 			bounds = append(bounds, [2]int64{start, end})
+			if int(s) >= len(keyOf) {
+				keyOf = append(keyOf, make([][]byte, int(s)+1-len(keyOf))...)
+			}
+			keyOf[s] = slices.Clone(key)
 		}
 		if len(slots) == 0 {
 			return nil, nil
 		}
-		at := make(map[uint32]int, len(slots))
-		for i, s := range slots {
-			at[s] = i
-		}
-		b, err := a.emitRows(tab, slots, func(s uint32) []byte { return keys[at[s]] },
+		b, err := a.emitRows(tab, slots, func(s uint32) []byte { return keyOf[s] },
 			func(i int) (int64, int64) { return bounds[i][0], bounds[i][1] })
 		for _, s := range slots {
 			tab.freeBare(s)

@@ -396,14 +396,10 @@ func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func
 // shows the new count, hence the wait.
 func (k *Client) CreatePartitions(ctx context.Context, topic string, total int) error {
 	resp, err := k.adm.UpdatePartitions(ctx, total, topic)
-	if err == nil {
-		if r, ok := resp[topic]; ok && r.Err != nil {
-			err = r.Err
-			if r.ErrMessage != "" {
-				err = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
-			}
-		} else {
-			err = resp.Error()
+	if r := resp[topic]; err == nil && r.Err != nil {
+		err = r.Err
+		if r.ErrMessage != "" {
+			err = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
 		}
 	}
 	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {

@@ -317,27 +317,14 @@ func TestFencedTaskRejoins(t *testing.T) {
 }
 
 func testFencedTaskRejoins(t *testing.T, guarantee string) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	a := startTestServer(t, t.TempDir())
-	defer a.Close()
-	ca := connect(ctx, t, a)
-	defer ca.Close(ctx)
-	for _, q := range []string{
+	ctx, a, ca := testSession(t, 90*time.Second)
+	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
 		`CREATE SOURCE other (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'other', partitions = 1, partition_key = 'k')`,
-		`CREATE STREAM counts WITH (processing_guarantee = '` + guarantee + `') AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`,
+		`CREATE STREAM counts WITH (processing_guarantee = '`+guarantee+`') AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`,
 		`CREATE STREAM others AS SELECT k, COUNT(*) AS n FROM other GROUP BY k`,
 		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:01'), ('a', TIMESTAMP '2026-01-01 00:00:12')`,
-		`FLUSH`,
-	} {
-		if _, err := ca.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`FLUSH`)
 	b := startTestServer(t, t.TempDir(), func(c *Config) { c.Brokers = a.KafkaAddrs() })
 	defer b.Close()
 	cb := connect(ctx, t, b)
@@ -476,25 +463,12 @@ func TestFlushWaitsForAbortedCommitRecovery(t *testing.T) {
 // again and rejoins its group, the stream behind it goes on, and every
 // pane comes out once.
 func TestExactlyOnceFencedHopRejoins(t *testing.T) {
-	if testBrokers() != "" {
-		isolateTopics(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	a := startTestServer(t, t.TempDir())
-	defer a.Close()
-	ca := connect(ctx, t, a)
-	defer ca.Close(ctx)
-	for _, q := range []string{
+	ctx, a, ca := testSession(t, 90*time.Second)
+	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, u TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
 		`CREATE STREAM per_u WITH (processing_guarantee = 'exactly_once', strategy = 'repartition') AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`,
 		`INSERT INTO ev VALUES ('a', 'x', TIMESTAMP '2026-01-01 00:00:01'), ('b', 'x', TIMESTAMP '2026-01-01 00:00:12')`,
-		`FLUSH`,
-	} {
-		if _, err := ca.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`FLUSH`)
 	a.mu.Lock()
 	h := a.streams["per_u"].hop
 	a.mu.Unlock()

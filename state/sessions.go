@@ -105,118 +105,104 @@ func (p *Pending) LoadAccs(refs []GroupRef, fn func(i int, window int64, val []b
 	return it.Error()
 }
 
+// pendingScan steps through the keys of [lo, hi), pending writes
+// included, opening its iterator at the first step: what EndScan and
+// AccScan share.
+type pendingScan struct {
+	p      *Pending
+	lo, hi []byte
+	it     *pebble.Iterator
+	err    error
+	done   bool
+}
+
+// step moves to the next key; false at the end or on error (close
+// returns it).
+func (s *pendingScan) step() bool {
+	if s.err != nil || s.done {
+		return false
+	}
+	var valid bool
+	if s.it == nil {
+		if s.it, s.err = s.p.b.NewIter(&pebble.IterOptions{LowerBound: s.lo, UpperBound: s.hi}); s.err != nil {
+			return false
+		}
+		valid = s.it.First()
+	} else {
+		valid = s.it.Next()
+	}
+	s.done = !valid
+	return valid
+}
+
+func (s *pendingScan) close() error {
+	if s.it != nil {
+		if err := s.it.Close(); err != nil && s.err == nil {
+			s.err = err
+		}
+		s.it = nil
+	}
+	s.done = true
+	return s.err
+}
+
 // Accs walks every accumulator entry (pending ones included) in key order:
 // a key's sessions one after another. The cursor sees the pending writes
 // made before it was opened, not those after.
-func (p *Pending) Accs() *AccScan { return &AccScan{p: p} }
+func (p *Pending) Accs() *AccScan {
+	pre := streamPrefix(prefixAcc, p.stream)
+	return &AccScan{pendingScan{p: p, lo: pre, hi: upper(pre)}}
+}
 
 // AccScan is Accs's cursor.
-type AccScan struct {
-	p    *Pending
-	it   *pebble.Iterator
-	err  error
-	done bool
-}
+type AccScan struct{ s pendingScan }
 
 // Next is the next entry: its key group, key, window (a session's start)
 // and value; false at the end or on error (Close returns it). key and val
 // are valid until the next call.
 func (a *AccScan) Next() (kg uint16, key []byte, window int64, val []byte, ok bool) {
-	if a.err != nil || a.done {
+	if !a.s.step() {
 		return 0, nil, 0, nil, false
 	}
-	var valid bool
-	if a.it == nil {
-		pre := streamPrefix(prefixAcc, a.p.stream)
-		if a.it, a.err = a.p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: upper(pre)}); a.err != nil {
-			return 0, nil, 0, nil, false
-		}
-		valid = a.it.First()
-	} else {
-		valid = a.it.Next()
-	}
-	if !valid {
-		a.done = true
+	if kg, key, window, a.s.err = decodeAccKey(a.s.p.stream, a.s.it.Key()); a.s.err != nil {
 		return 0, nil, 0, nil, false
 	}
-	if kg, key, window, a.err = decodeAccKey(a.p.stream, a.it.Key()); a.err != nil {
-		return 0, nil, 0, nil, false
-	}
-	return kg, key, window, a.it.Value(), true
+	return kg, key, window, a.s.it.Value(), true
 }
 
 // Close releases the cursor and returns its error.
-func (a *AccScan) Close() error {
-	if a.it != nil {
-		if err := a.it.Close(); err != nil && a.err == nil {
-			a.err = err
-		}
-		a.it = nil
-	}
-	a.done = true
-	return a.err
-}
+func (a *AccScan) Close() error { return a.s.close() }
 
 // Ends walks the groups of every window at or before upTo (pending ones
 // included), in (window, key group, key) order: a cached SESSION
 // aggregation's index of sessions by end. The cursor sees the pending
 // writes made before it was opened, not those after.
 func (p *Pending) Ends(upTo int64) *EndScan {
-	return &EndScan{p: p, upTo: upTo}
+	pre := streamPrefix(prefixGroup, p.stream)
+	hi := upper(pre)
+	if upTo < 1<<63-1 {
+		hi = GroupKey(p.stream, upTo+1, 0, nil)
+	}
+	return &EndScan{pendingScan{p: p, lo: pre, hi: hi}}
 }
 
 // EndScan is Ends's cursor.
-type EndScan struct {
-	p    *Pending
-	upTo int64
-	it   *pebble.Iterator
-	pl   int
-	err  error
-	done bool
-}
+type EndScan struct{ s pendingScan }
 
 // Next is the next index entry: the window (a session's end), its key
 // group and key; false at the end or on error (Close returns it).
 func (e *EndScan) Next() (window int64, kg uint16, key []byte, ok bool) {
-	if e.err != nil || e.done {
+	if !e.s.step() {
 		return 0, 0, nil, false
 	}
-	var valid bool
-	if e.it == nil {
-		pre := streamPrefix(prefixGroup, e.p.stream)
-		e.pl = len(pre)
-		hi := upper(pre)
-		if e.upTo < 1<<63-1 {
-			hi = GroupKey(e.p.stream, e.upTo+1, 0, nil)
-		}
-		if e.it, e.err = e.p.b.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: hi}); e.err != nil {
-			return 0, 0, nil, false
-		}
-		valid = e.it.First()
-	} else {
-		valid = e.it.Next()
-	}
-	if !valid {
-		e.done = true
-		return 0, 0, nil, false
-	}
-	if window, kg, key, e.err = decodeGroupKey(e.it.Key(), e.pl); e.err != nil {
+	if window, kg, key, e.s.err = decodeGroupKey(e.s.it.Key(), len(e.s.lo)); e.s.err != nil {
 		return 0, 0, nil, false
 	}
 	return window, kg, key, true
 }
 
 // Close releases the cursor and returns its error.
-func (e *EndScan) Close() error {
-	if e.it != nil {
-		if err := e.it.Close(); err != nil && e.err == nil {
-			e.err = err
-		}
-		e.it = nil
-	}
-	e.done = true
-	return e.err
-}
+func (e *EndScan) Close() error { return e.s.close() }
 
 // RebuildIndex rewrites the index of the accumulator entries in the group
 // layout from the entries stored, as pending writes (the next commit
