@@ -308,11 +308,23 @@ func (t *GroupTable) evictMany(slots []uint32) {
 			}
 		}
 		g.slots = kept
-		g.keys.keep(func(slot uint32) bool { return t.meta[slot].live && t.meta[slot].Window == w })
+		if len(kept) == 0 {
+			// Every slot left (a blind window's commit): keep would look
+			// up each entry's slot, a cache miss apiece, to drop them all.
+			g.keys.reset()
+		} else {
+			g.keys.keep(func(slot uint32) bool { return t.meta[slot].live && t.meta[slot].Window == w })
+		}
 		if g.garbage > 64<<10 && g.garbage > len(g.arena)/2 {
 			g.compact(t.meta)
 		}
 	}
+}
+
+// reset empties the table (same size).
+func (t *keyTable) reset() {
+	clear(t.entries)
+	t.n = 0
 }
 
 // keep drops every entry whose slot live rejects, rebuilding the table
@@ -325,8 +337,7 @@ func (t *keyTable) keep(live func(slot uint32) bool) {
 		}
 	}
 	if n == 0 {
-		clear(t.entries)
-		t.n = 0
+		t.reset()
 		return
 	}
 	old := t.entries

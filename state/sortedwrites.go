@@ -40,6 +40,9 @@ type GroupWrites struct {
 	bounds           []uint32
 	spareEnts        []groupWrite
 	spareArena       []byte
+	// hintEnts and hintArena size the first write's buffers after a
+	// large commit let its own go (reset).
+	hintEnts, hintArena int
 }
 
 type groupWrite struct {
@@ -55,6 +58,11 @@ type groupWrite struct {
 type span struct{ off, n uint32 }
 
 func (w *GroupWrites) add(window int64, kg uint16, id DeltaID, key, val []byte) {
+	if w.ents == nil && w.hintEnts > 0 {
+		w.ents = make([]groupWrite, 0, w.hintEnts)
+		w.arena = make([]byte, 0, w.hintArena)
+		w.hintEnts, w.hintArena = 0, 0
+	}
 	var pre [8]byte
 	copy(pre[:], key)
 	e := groupWrite{window: window, kg: kg, pre: binary.BigEndian.Uint64(pre[:]), id: id, key: span{uint32(len(w.arena)), uint32(len(key))}}
@@ -344,7 +352,10 @@ const keepWrites = 8 << 20
 func (w *GroupWrites) reset() {
 	size := func(ents, arena int) int { return arena + ents*int(unsafe.Sizeof(groupWrite{})) }
 	if size(cap(w.ents), cap(w.arena))+size(cap(w.spareEnts), cap(w.spareArena))+cap(w.order)*int(unsafe.Sizeof(sortRec{})) > keepWrites {
-		*w = GroupWrites{}
+		// The next commit likely writes as many: it starts at this one's
+		// size instead of doubling its way there (copying all it holds
+		// at each step).
+		*w = GroupWrites{hintEnts: len(w.ents), hintArena: len(w.arena)}
 		return
 	}
 	w.ents, w.arena, w.order, w.deltas = w.ents[:0], w.arena[:0], w.order[:0], 0
