@@ -69,10 +69,13 @@ func (b *Batch) EachChange(fn func(key, val []byte) error) error {
 	if err := b.eachRunChange(fn); err != nil {
 		return err
 	}
-	return b.s.eachChange(b.b, fn)
+	return b.eachChange(fn)
 }
 
-func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) error {
+// eachChange is EachChange without the runs' tables. A deleted run chunk
+// (runchunk.go) is logged as the deletion of each of its partials.
+func (b *Batch) eachChange(fn func(key, val []byte) error) error {
+	s, pb := b.s, b.b
 	type op struct {
 		kind       pebble.InternalKeyKind
 		key, value []byte
@@ -132,6 +135,7 @@ func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) err
 			}
 		}
 	}
+	tombstone := func(k, _ []byte) error { return fn(k, nil) }
 	for i, o := range ops {
 		switch o.kind {
 		case pebble.InternalKeyKindSet:
@@ -143,11 +147,22 @@ func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) err
 				return err
 			}
 		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
+			if v, ok := b.chunkDels[string(o.key)]; ok {
+				if err := expandChunk(o.key, v, tombstone); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := fn(o.key, nil); err != nil {
 				return err
 			}
 		case pebble.InternalKeyKindRangeDelete:
-			if err := s.eachKeyIn(o.key, o.value, func(k []byte) error { return fn(k, nil) }); err != nil {
+			if err := s.eachKeyIn(o.key, o.value, func(k, v []byte) error {
+				if pl := b.runEntryAt(k); pl >= 0 && chunkAt(k, pl) {
+					return expandChunk(k, v, tombstone)
+				}
+				return fn(k, nil)
+			}); err != nil {
 				return err
 			}
 			for _, k := range covered[i] {
@@ -160,14 +175,14 @@ func (s *Store) eachChange(pb *pebble.Batch, fn func(key, val []byte) error) err
 	return nil
 }
 
-// eachKeyIn calls fn for every stored key in [lo, hi).
-func (s *Store) eachKeyIn(lo, hi []byte, fn func(k []byte) error) error {
+// eachKeyIn calls fn for every stored key in [lo, hi), and its value.
+func (s *Store) eachKeyIn(lo, hi []byte, fn func(k, v []byte) error) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if err := fn(it.Key()); err != nil {
+		if err := fn(it.Key(), it.Value()); err != nil {
 			it.Close()
 			return err
 		}
@@ -198,8 +213,10 @@ func rangeOf(pre []byte) (lo, hi []byte) {
 }
 
 // EachScopeKey calls fn for every stored key of partition p's state of
-// stream (what its changelog holds when it is current).
+// stream (what its changelog holds when it is current): a run chunk's
+// partials each under its own key.
 func (s *Store) EachScopeKey(stream string, p int32, fn func(key, val []byte) error) error {
+	scope := Scope(stream, p)
 	for _, pre := range scopePrefixes(stream, p) {
 		lo, hi := rangeOf(pre)
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -207,7 +224,16 @@ func (s *Store) EachScopeKey(stream string, p int32, fn func(key, val []byte) er
 			return err
 		}
 		for it.First(); it.Valid(); it.Next() {
-			if err := fn(it.Key(), it.Value()); err != nil {
+			k := it.Key()
+			if pl := runEntryIn(k, scope); pl >= 0 && chunkAt(k, pl) {
+				// a run chunk: the changelog holds its partials
+				if err := expandChunk(k, it.Value(), fn); err != nil {
+					it.Close()
+					return err
+				}
+				continue
+			}
+			if err := fn(k, it.Value()); err != nil {
 				it.Close()
 				return err
 			}
@@ -372,13 +398,13 @@ type watchState struct {
 
 // noteWatched hands the changes of a batch about to be written to the
 // watches they concern.
-func (s *Store) noteWatched(pb *pebble.Batch) error {
+func (s *Store) noteWatched(b *Batch) error {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	if len(s.watches) == 0 {
 		return nil
 	}
-	return s.eachChange(pb, func(k, v []byte) error {
+	return b.eachChange(func(k, v []byte) error {
 		for _, w := range s.watches {
 			if hasAnyPrefix(k, w.prefixes) {
 				// Clone keeps an empty value non-nil: not a deletion.

@@ -98,6 +98,7 @@ type runWriter struct {
 	wins   []int64 // the window of each table in paths
 	marks  [][]byte
 	kbuf   []byte
+	chunk  chunkWriter
 }
 
 var runFiles atomic.Uint64 // names the tables being written
@@ -122,16 +123,22 @@ func (r *runWriter) add(window int64, classicKey, val []byte, pl int) error {
 		r.paths = append(r.paths, path)
 		r.wins = append(r.wins, window)
 		opts := r.s.runOpts
-		r.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts)
+		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts)
+		r.w = w
+		r.chunk.flush = func(key, val []byte) error { return w.Set(key, val) }
 		r.window = window
 		mark := runPrefix(nil, r.scope, window, r.id)
 		r.marks = append(r.marks, mark)
+		r.kbuf = append(r.kbuf[:0], mark...)
 	}
-	// classicKey is (prefix, window, stored key group, key, id): the run
-	// entry puts runKG and the run id after the window.
-	r.kbuf = runPrefix(r.kbuf[:0], r.scope, window, r.id)
-	r.kbuf = append(r.kbuf, classicKey[pl+8:]...)
-	if err := r.w.Set(r.kbuf, val); err != nil {
+	// classicKey is (prefix, window, stored key group, key, id): the
+	// partial goes into a chunk (runchunk.go) under the run's prefix.
+	rest := classicKey[pl+8:]
+	if len(rest) < 2+deltaIDLen {
+		return fmt.Errorf("write a run of %s: %w", r.scope, errCorruptKey)
+	}
+	kg := realKG(binary.BigEndian.Uint16(rest))
+	if err := r.chunk.add(r.kbuf, kg, rest[2:len(rest)-deltaIDLen], rest[len(rest)-deltaIDLen:], val); err != nil {
 		return fmt.Errorf("write a run of %s: %w", r.scope, err)
 	}
 	return nil
@@ -143,6 +150,10 @@ func (r *runWriter) finish() error {
 	}
 	w := r.w
 	r.w = nil
+	if err := r.chunk.finish(); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("write a run of %s: %w", r.scope, err)
+	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("write a run of %s: %w", r.scope, err)
 	}
@@ -173,8 +184,11 @@ func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
 	}
 	lo, hi := runsOf(b.scope, window)
 	pl := len(lo) + 8 // where an entry's stored key group starts
-	del := func(k, _ []byte) error {
+	del := func(k, v []byte) error {
 		if len(k) >= pl+2 && set[realKG(binary.BigEndian.Uint16(k[pl:]))] {
+			if chunkAt(k, pl) {
+				return b.deleteChunk(k, v)
+			}
 			return b.b.Delete(k, nil)
 		}
 		return nil
@@ -184,7 +198,7 @@ func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if err := del(it.Key(), nil); err != nil {
+		if err := del(it.Key(), it.Value()); err != nil {
 			it.Close()
 			return err
 		}
@@ -213,6 +227,7 @@ func (r *runWriter) discard() {
 	if r.w != nil {
 		_ = r.w.Close()
 		r.w = nil
+		r.chunk.n = 0
 	}
 	for _, p := range r.paths {
 		_ = r.s.fs.Remove(p)
@@ -293,8 +308,9 @@ func (b *Batch) ingestRuns() error {
 	return nil
 }
 
-// eachRunChange calls fn for every entry of the batch's runs, read back
-// from their tables (the changelog carries every partial).
+// eachRunChange calls fn for every partial of the batch's runs, read back
+// from their tables (the changelog carries every partial, each under its
+// own key: runchunk.go).
 func (b *Batch) eachRunChange(fn func(key, val []byte) error) error {
 	if b.runs == nil {
 		return nil
@@ -302,8 +318,9 @@ func (b *Batch) eachRunChange(fn func(key, val []byte) error) error {
 	if err := b.runs.finish(); err != nil {
 		return err
 	}
+	pl := len(runPrefix(nil, b.runs.scope, 0, 0)) // where an entry's key group starts
 	for _, path := range b.runs.paths {
-		if err := b.s.eachTableEntry(path, fn); err != nil {
+		if err := b.s.eachTableEntry(path, func(k, v []byte) error { return eachPartialOf(k, v, pl, fn) }); err != nil {
 			return err
 		}
 	}
@@ -351,6 +368,9 @@ type runScan struct {
 	kg       uint16
 	pre      uint64 // the key's first 8 bytes, big-endian (zero-padded)
 	key, val []byte
+	// chunk reads the chunk at the iterator (runchunk.go), inChunk set.
+	chunk   chunkReader
+	inChunk bool
 }
 
 // before orders runs by their current entries' (key group, key).
@@ -366,6 +386,18 @@ func (r *runScan) before(o *runScan) bool {
 
 func (r *runScan) next(groups map[uint16]bool, first bool) (bool, error) {
 	for {
+		if r.inChunk {
+			ok, err := r.chunk.next()
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				r.key, r.val = r.chunk.key, r.chunk.val
+				r.setPre()
+				return true, nil
+			}
+			r.inChunk = false
+		}
 		var valid bool
 		if first {
 			valid, first = r.it.First(), false
@@ -379,16 +411,28 @@ func (r *runScan) next(groups map[uint16]bool, first bool) (bool, error) {
 		if len(k) < r.pl+2+deltaIDLen {
 			return false, errCorruptKey
 		}
-		r.kg = realKG(binary.BigEndian.Uint16(k[r.pl:]))
+		stored := binary.BigEndian.Uint16(k[r.pl:])
+		r.kg = realKG(stored)
 		if groups != nil && !groups[r.kg] {
 			continue
 		}
+		if isChunkKG(stored) {
+			if err := r.chunk.reset(r.it.Value()); err != nil {
+				return false, err
+			}
+			r.inChunk = true
+			continue
+		}
 		r.key, r.val = k[r.pl+2:len(k)-deltaIDLen], r.it.Value()
-		var pre [8]byte
-		copy(pre[:], r.key)
-		r.pre = binary.BigEndian.Uint64(pre[:])
+		r.setPre()
 		return true, nil
 	}
+}
+
+func (r *runScan) setPre() {
+	var pre [8]byte
+	copy(pre[:], r.key)
+	r.pre = binary.BigEndian.Uint64(pre[:])
 }
 
 // DeltaScan is ScanDeltas's cursor: the window's classic partials and its

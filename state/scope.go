@@ -141,6 +141,7 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 	// end has one per end): a range per window and run would be more
 	// deletions than entries.
 	var runDels [][]byte
+	chunks := map[string][]byte{} // run chunks among runDels: their values (Batch.deleteRun)
 	pointDels := len(windows) > maxRangedWindows
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
@@ -158,8 +159,18 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 				return 0, 0, errCorruptKey
 			}
 			if g := realKG(binary.BigEndian.Uint16(rest[8:])); !owned(g) {
-				count(g)
 				runDels = append(runDels, bytes.Clone(k))
+				if pl := len(k) - len(rest) + 8; chunkAt(k, pl) {
+					v := bytes.Clone(it.Value())
+					chunks[string(k)] = v
+					n, err := chunkLen(v)
+					if err != nil {
+						it.Close()
+						return 0, 0, err
+					}
+					entries += n - 1 // the chunk's partials, counted as entries below
+				}
+				count(g)
 			}
 			continue
 		}
@@ -205,6 +216,12 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		}
 	}
 	for _, k := range runDels {
+		if v, ok := chunks[string(k)]; ok {
+			if err := b.deleteChunk(k, v); err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
 		if err := b.b.Delete(k, nil); err != nil {
 			return 0, 0, err
 		}

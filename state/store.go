@@ -295,6 +295,9 @@ type Batch struct {
 	// runs are the commit's partials written as tables, ingested just
 	// before the batch is written (runs.go); nil: none.
 	runs *runWriter
+	// chunkDels are the run chunks the batch deletes (deleteRun), by
+	// key: the changelog logs the deletion of each of their partials.
+	chunkDels map[string][]byte
 }
 
 // NewBatch starts a batch for stream (accumulators and groups under that
@@ -378,7 +381,7 @@ func (s *Store) TaskValue(stream string, p int32, name string) ([]byte, error) {
 func (b *Batch) Commit() error {
 	defer b.Close()
 	if !b.task {
-		if err := b.s.noteWatched(b.b); err != nil {
+		if err := b.s.noteWatched(b); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,236 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// A run (runs.go) stores its partials in chunks: one table entry holds up
+// to chunkBytes of consecutive partials of one key group, prefix-coded.
+// An entry per partial cost Pebble's table writer ~280 ns each (a block
+// entry, its shared-prefix search, index and property bookkeeping): at
+// 10^7 keys, a sixth of the ingest's CPU. A chunk is appended to a buffer
+// at a few ns a partial, and the close reads it without a Pebble
+// iterator step per partial.
+//
+// A chunk's key is its first partial's run key with the plain key group
+// in place of the partial's stored one:
+//
+//	(scope, window, runKG, run id, key group, first key, first delta id)
+//
+// so the chunks of a run are in the order of their partials, and every
+// reader that picks a run's entries by key group (rescale's deletions)
+// reads the group where it always was (realKG of a plain key group is
+// itself). A partial's stored key group is deltaKG's (0x8000|kg, or
+// nullDeltaKG), never a plain one: the key group alone tells a chunk from
+// a partial, so runs written before chunks (and a standby's runs, rebuilt
+// from the changelog) read as they always did.
+//
+// Chunks are local to a disk. The changelog carries each partial under
+// its own run key, as before chunks (expandChunk): a standby, a node of
+// the previous release and the rescale tool read the changelog as they
+// always have. Deleting a chunk logs a tombstone for each of its partials.
+//
+// A chunk's value: a version byte, then per partial
+//
+//	uvarint shared, uvarint n, the key's bytes after the shared ones (n),
+//	the delta id (16 bytes, as in keys), uvarint len(val), val
+//
+// where shared is the length of the prefix the key has in common with the
+// previous partial's (0 for the first).
+const (
+	chunkVersion = 1
+	// chunkBytes ends a chunk: the close holds one chunk of each run in
+	// memory at a time.
+	chunkBytes = 16 << 10
+)
+
+// isChunkKG reports whether the key group of a run entry (after the run
+// id) is a chunk's: a plain key group, where a partial has deltaKG's.
+func isChunkKG(stored uint16) bool { return !isDeltaKG(stored) }
+
+// chunkWriter builds one chunk at a time.
+type chunkWriter struct {
+	kg    uint16 // the chunk's key group (plain); valid while n > 0
+	n     int
+	key   []byte // the chunk's table key
+	val   []byte
+	prev  []byte // the last partial's key
+	flush func(key, val []byte) error
+}
+
+// add appends a partial of group (kg, key) with id idb (16 bytes); pre is
+// the run's prefix (runPrefix), used when a chunk starts.
+func (c *chunkWriter) add(pre []byte, kg uint16, key, idb, val []byte) error {
+	if c.n > 0 && (kg != c.kg || len(c.val) >= chunkBytes) {
+		if err := c.finish(); err != nil {
+			return err
+		}
+	}
+	if c.n == 0 {
+		c.kg = kg
+		c.key = append(append(binary.BigEndian.AppendUint16(append(c.key[:0], pre...), kg), key...), idb...)
+		c.val = append(c.val[:0], chunkVersion)
+		c.prev = c.prev[:0]
+	}
+	shared := 0
+	for shared < len(key) && shared < len(c.prev) && key[shared] == c.prev[shared] {
+		shared++
+	}
+	c.val = binary.AppendUvarint(c.val, uint64(shared))
+	c.val = binary.AppendUvarint(c.val, uint64(len(key)-shared))
+	c.val = append(c.val, key[shared:]...)
+	c.val = append(c.val, idb...)
+	c.val = binary.AppendUvarint(c.val, uint64(len(val)))
+	c.val = append(c.val, val...)
+	c.prev = append(c.prev[:0], key...)
+	c.n++
+	return nil
+}
+
+// finish writes the chunk being built, if any.
+func (c *chunkWriter) finish() error {
+	if c.n == 0 {
+		return nil
+	}
+	c.n = 0
+	return c.flush(c.key, c.val)
+}
+
+// chunkReader walks a chunk's partials; key, id and val are valid until
+// the next call of next (key is its own buffer, val in the chunk).
+type chunkReader struct {
+	rest    []byte
+	key     []byte
+	id, val []byte
+}
+
+// reset starts reading chunk value v.
+func (r *chunkReader) reset(v []byte) error {
+	if len(v) == 0 || v[0] != chunkVersion {
+		return fmt.Errorf("%w: run chunk of an unknown version", errCorruptKey)
+	}
+	r.rest, r.key = v[1:], r.key[:0]
+	return nil
+}
+
+// next moves to the chunk's next partial: false at its end.
+func (r *chunkReader) next() (bool, error) {
+	if len(r.rest) == 0 {
+		return false, nil
+	}
+	b := r.rest
+	shared, n1 := binary.Uvarint(b)
+	if n1 <= 0 || shared > uint64(len(r.key)) {
+		return false, errCorruptKey
+	}
+	b = b[n1:]
+	n, n2 := binary.Uvarint(b)
+	if n2 <= 0 || n > uint64(len(b)-n2) {
+		return false, errCorruptKey
+	}
+	b = b[n2:]
+	r.key = append(r.key[:shared], b[:n]...)
+	b = b[n:]
+	if len(b) < deltaIDLen {
+		return false, errCorruptKey
+	}
+	r.id, b = b[:deltaIDLen], b[deltaIDLen:]
+	vn, n3 := binary.Uvarint(b)
+	if n3 <= 0 || vn > uint64(len(b)-n3) {
+		return false, errCorruptKey
+	}
+	b = b[n3:]
+	r.val, r.rest = b[:vn], b[vn:]
+	return true, nil
+}
+
+// chunkAt reports whether k, an entry of a run under runs prefix length
+// pl (where the run id ends: the entry's key group follows), is a chunk.
+func chunkAt(k []byte, pl int) bool {
+	return len(k) >= pl+2+deltaIDLen && isChunkKG(binary.BigEndian.Uint16(k[pl:]))
+}
+
+// expandChunk calls fn with the run key and value of each partial of
+// chunk (k, v): the key a partial of the run would have had without
+// chunks, which is what the changelog carries.
+func expandChunk(k, v []byte, fn func(key, val []byte) error) error {
+	var r chunkReader
+	if err := r.reset(v); err != nil {
+		return err
+	}
+	ok, err := r.next()
+	if err != nil || !ok {
+		if err == nil {
+			err = errCorruptKey // a chunk holds at least one partial
+		}
+		return err
+	}
+	// The chunk's key ends with (key group, first key, first id).
+	pl := len(k) - deltaIDLen - len(r.key) - 2
+	if pl < 0 || !bytes.Equal(k[pl+2:len(k)-deltaIDLen], r.key) {
+		return errCorruptKey
+	}
+	kg := deltaKG(binary.BigEndian.Uint16(k[pl:]))
+	kbuf := binary.BigEndian.AppendUint16(append([]byte(nil), k[:pl]...), kg)
+	for ok {
+		kbuf = append(append(kbuf[:pl+2], r.key...), r.id...)
+		if err := fn(kbuf, r.val); err != nil {
+			return err
+		}
+		if ok, err = r.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachPartialOf calls fn with each partial run key of run entry (k, v) of
+// a run under prefix length pl: the chunk's partials, or the entry itself.
+func eachPartialOf(k, v []byte, pl int, fn func(key, val []byte) error) error {
+	if chunkAt(k, pl) {
+		return expandChunk(k, v, fn)
+	}
+	return fn(k, v)
+}
+
+// runEntryAt is where the key group of k starts when k is an entry (not
+// the marker) of a run of the batch's scope; -1 when it is not one.
+func (b *Batch) runEntryAt(k []byte) int { return runEntryIn(k, b.scope) }
+
+// runEntryIn is runEntryAt for runs of scope.
+func runEntryIn(k []byte, scope string) int {
+	pl := 1 + len(scope) + 1 // prefixGroup, scope, 0
+	if len(k) < pl+8+2+8+2 || k[0] != prefixGroup || k[pl-1] != 0 || string(k[1:pl-1]) != scope ||
+		binary.BigEndian.Uint16(k[pl+8:]) != runKG {
+		return -1
+	}
+	return pl + 8 + 2 + 8
+}
+
+// deleteChunk deletes run chunk (k, v), keeping its value for the
+// changelog (eachChange).
+func (b *Batch) deleteChunk(k, v []byte) error {
+	if b.chunkDels == nil {
+		b.chunkDels = map[string][]byte{}
+	}
+	b.chunkDels[string(k)] = bytes.Clone(v)
+	return b.b.Delete(k, nil)
+}
+
+// chunkLen is the number of partials in chunk value v.
+func chunkLen(v []byte) (int, error) {
+	var r chunkReader
+	if err := r.reset(v); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		ok, err := r.next()
+		if err != nil || !ok {
+			return n, err
+		}
+		n++
+	}
+}
