@@ -154,11 +154,11 @@ func (g *groupCache) ScanDeltas(window int64) exec.GroupCursor {
 }
 
 // maxGroups is how many groups the task may hold in memory now: its share
-// less what its pending evictions and evicted-key filters take, over a
-// group's estimated size;
+// less what its pending evictions, evicted-key filters and held rows of
+// cold windows take, over a group's estimated size;
 // never below a floor that lets a batch make progress.
 func (g *groupCache) maxGroups(a *exec.Aggregator) int {
-	avail := g.budget.share() - int64(g.pending.Bytes()) - int64(a.FilterBytes())
+	avail := g.budget.share() - int64(g.pending.Bytes()) - int64(a.FilterBytes()) - int64(a.BufferedBytes())
 	return int(max(avail/g.slotBytes, 64))
 }
 
@@ -180,11 +180,20 @@ func (g *groupCache) pendingDue() bool {
 	return n > maxPending || n > g.budget.share()/4
 }
 
+// heldDue reports whether the rows of cold windows a blind aggregation
+// holds (exec's blindrows.go) should be committed now: they take half the
+// task's share. Past all of it they are written to the store before the
+// commit, as evicted groups are (SetBufferLimit).
+func (g *groupCache) heldDue(a *exec.Aggregator) bool {
+	return g.budget != nil && int64(a.BufferedBytes()) > g.budget.share()/2
+}
+
 // evict brings the groups in memory back within the task's share.
 func (g *groupCache) evict(a *exec.Aggregator) error {
 	if g.budget == nil {
 		return nil
 	}
+	a.SetBufferLimit(int(g.budget.share())) // shares follow the tasks running
 	limit := g.maxGroups(a)
 	if a.Table.Len() <= limit {
 		return nil

@@ -172,6 +172,9 @@ func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int6
 		h.Cache.tasks.Add(1)
 	}
 	h.agg.UseStore(h.cache, cold)
+	if h.Cache != nil {
+		h.agg.SetBufferLimit(int(h.Cache.share()))
+	}
 	return nil
 }
 
@@ -686,10 +689,10 @@ func (h *HashAgg) Close() {
 }
 
 // Due asks for a commit when an early fire or a state_ttl sweep is due,
-// or when the groups evicted since the last commit are due to be written
-// (pendingDue).
+// or when the groups evicted since the last commit, or the rows of cold
+// windows held, are due to be written (pendingDue, heldDue).
 func (h *HashAgg) Due(now time.Time) bool {
-	if h.cache != nil && (h.cache.pendingDue() || h.cache.stamped && now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL)) {
+	if h.cache != nil && (h.cache.pendingDue() || h.cache.heldDue(h.agg) || h.cache.stamped && now.Sub(h.lastSweep) >= sweepEvery(h.StateTTL)) {
 		return true
 	}
 	return h.EmitEvery > 0 && h.Plan.Window != nil && now.Sub(h.lastEarly) >= h.EmitEvery

@@ -66,6 +66,11 @@ type Aggregator struct {
 	blind bool
 	// scratch merges encodings (MergedEncoding).
 	scratch *GroupTable
+	// held are rows of cold windows not yet folded, up to bufLimit bytes
+	// (blindrows.go); coldSel is scratch.
+	held     *blindRows
+	bufLimit int
+	coldSel  []bool
 }
 
 // NewAggregator builds the operator.
@@ -234,6 +239,12 @@ func (a *Aggregator) Consume(b *Batch, wm int64, hasWM bool) (late []int, err er
 // fold assigns every row of b to the slot of (wins[i] or NoWindow, key)
 // and updates the aggregates.
 func (a *Aggregator) fold(b *Batch, wins []int64) error {
+	if len(wins) > 0 && a.holding() {
+		var err error
+		if b, wins, err = a.foldCold(b, wins); err != nil || b == nil {
+			return err
+		}
+	}
 	keys := make([]*Vec, len(a.Keys))
 	for i, k := range a.Keys {
 		v, err := k.Eval(b)

@@ -522,6 +522,9 @@ type coldWindow struct {
 // chunk (nil when the window is empty), more yields the next (nil at the
 // end; nil more: first is all). Chunks come in (key group, key) order.
 func (a *Aggregator) WindowChunks(w int64) (first *Batch, more func() (*Batch, error), err error) {
+	if err := a.settle(); err != nil { // held rows are read as stored partials
+		return nil, nil, err
+	}
 	spec := a.Window
 	cold := false
 	sl := []int64{w}

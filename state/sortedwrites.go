@@ -43,6 +43,9 @@ type GroupWrites struct {
 	// hintEnts and hintArena size the first write's buffers after a
 	// large commit let its own go (reset).
 	hintEnts, hintArena int
+	// unordered: some write came after one that orders after it (a
+	// blind aggregation's held rows come in order: exec's blindrows.go).
+	unordered bool
 }
 
 type groupWrite struct {
@@ -69,7 +72,30 @@ func (w *GroupWrites) add(window int64, kg uint16, id DeltaID, key, val []byte) 
 	w.arena = append(w.arena, key...)
 	e.val = span{uint32(len(w.arena)), uint32(len(val))}
 	w.arena = append(w.arena, val...)
+	if n := len(w.ents); n > 0 && !w.unordered && w.compare(&w.ents[n-1], &e) >= 0 {
+		w.unordered = true
+	}
 	w.ents = append(w.ents, e)
+}
+
+// compare orders writes as their store keys (see sort).
+func (w *GroupWrites) compare(x, y *groupWrite) int {
+	if c := stdcmp.Compare(x.window, y.window); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.kg, y.kg); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.pre, y.pre); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(w.bytes(x.key), w.bytes(y.key)); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.id.Gen, y.id.Gen); c != 0 {
+		return c
+	}
+	return stdcmp.Compare(x.id.Seq, y.id.Seq)
 }
 
 func (w *GroupWrites) bytes(s span) []byte { return w.arena[s.off : s.off+s.n] }
@@ -126,6 +152,13 @@ func (w *GroupWrites) sort() {
 	slices.Sort(w.wins)
 	w.wins = slices.Compact(w.wins)
 	w.order = w.order[:0]
+	if !w.unordered { // written in order: nothing to sort
+		w.order = slices.Grow(w.order, len(w.ents))
+		for i := range w.ents {
+			w.order = append(w.order, sortRec{i: uint32(i)})
+		}
+		return
+	}
 	if len(w.ents) >= minBucketed && len(w.wins) <= maxBucketWindows {
 		w.bucket()
 	}
@@ -358,5 +391,5 @@ func (w *GroupWrites) reset() {
 		*w = GroupWrites{hintEnts: len(w.ents), hintArena: len(w.arena)}
 		return
 	}
-	w.ents, w.arena, w.order, w.deltas = w.ents[:0], w.arena[:0], w.order[:0], 0
+	w.ents, w.arena, w.order, w.deltas, w.unordered = w.ents[:0], w.arena[:0], w.order[:0], 0, false
 }

@@ -1,0 +1,411 @@
+package exec
+
+import (
+	"bytes"
+	stdcmp "cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/turbinesql/turbinesql/types"
+)
+
+// This file is the cold path of an aggregation that writes blind (see
+// UseStore). A row of a cold window does not go to the group table: it is
+// appended as it came (window, key group, encoded key, the aggregates'
+// arguments) and folded with the others when they are written (flushBlind,
+// at the commit or before anything reads the window): sorted by group, one
+// fresh slot per group in that order, one Update over all of them, and a
+// partial per group, stored beside the window's other partials.
+//
+// Why: in a cold window most rows are keys not in memory (the window went
+// cold because its keys did not fit). Through the table each such row
+// cost a probe that missed the CPU cache in a table of hundreds of
+// thousands of groups, a slot, an eviction and an encoding at the commit:
+// at 10^7 keys, half the ingest's CPU. Appended, a row costs a copy; the
+// sort and the fold then walk memory in order. The partials are the same
+// ones the table would have written (a blind slot's rows since it was
+// created), so nothing downstream changes: the close merges a group's
+// partials, in memory or stored, as it always did.
+//
+// Bound: the rows held count in the task's cache share (BufferedBytes);
+// past SetBufferLimit they are written to the store as evicted partials
+// are (GroupStore.Evict), and the caller asks for a commit well before
+// that (dataflow's Due).
+
+// blindRows are the held rows; row i of every column of args is the row
+// of the entry whose row is i (ents are sorted in place at the flush).
+type blindRows struct {
+	ents []blindEnt
+	keys []byte
+	// spare, counts and wins are the sort's scratch.
+	spare  []blindEnt
+	counts []uint32
+	wins   []int64
+	recs   []keyRec
+	// args[j][k] is aggregate j's argument k over the held rows.
+	args  [][]*Vec
+	bytes int
+}
+
+// blindEnt is a held row as the sort sees it: everything the sort, the
+// grouping and the partial's key need, so the flush never follows an
+// index to memory elsewhere (at 10^7 keys such a miss per row cost more
+// than the sort).
+type blindEnt struct {
+	window int64
+	// w0 and w1 are the key's first 16 bytes, big-endian, zero-padded:
+	// keys are prefix-free, so two keys of at most 16 bytes are equal when
+	// these are, and order as these do.
+	w0, w1 uint64
+	koff   uint32
+	klen   uint32
+	row    uint32
+	kg     uint16
+}
+
+func (e *blindEnt) key(keys []byte) []byte { return keys[e.koff : e.koff+e.klen] }
+
+// compare orders held rows as the store orders their partials: window,
+// key group, key.
+func (h *blindRows) compare(x, y *blindEnt) int {
+	if c := stdcmp.Compare(x.window, y.window); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.kg, y.kg); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.w0, y.w0); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(x.w1, y.w1); c != 0 {
+		return c
+	}
+	if x.klen <= 16 && y.klen <= 16 {
+		return 0
+	}
+	return bytes.Compare(x.key(h.keys), y.key(h.keys))
+}
+
+// sort returns the held rows in store order (compare). They are first
+// distributed by (window, key group), moving each row once, and each such
+// bucket is then sorted alone while it is in the CPU's cache: sorted
+// whole, a commit's rows (tens of MB) were moved across memory at every
+// level of the sort, three times the CPU.
+func (h *blindRows) sort() []blindEnt {
+	cmp := func(x, y blindEnt) int { return h.compare(&x, &y) }
+	h.wins = h.wins[:0]
+	for i := range h.ents {
+		if w := h.ents[i].window; len(h.wins) == 0 || h.wins[len(h.wins)-1] != w {
+			h.wins = append(h.wins, w)
+		}
+	}
+	slices.Sort(h.wins)
+	h.wins = slices.Compact(h.wins)
+	if len(h.ents) < 1<<12 || len(h.wins) > 8 {
+		slices.SortFunc(h.ents, cmp)
+		return h.ents
+	}
+	nb := len(h.wins) << 16
+	if cap(h.counts) < nb+1 {
+		h.counts = make([]uint32, nb+1)
+	}
+	counts := h.counts[:nb+1]
+	clear(counts)
+	bucket := func(e *blindEnt) int {
+		r := 0
+		for h.wins[r] != e.window {
+			r++
+		}
+		return r<<16 | int(e.kg)
+	}
+	for i := range h.ents {
+		counts[bucket(&h.ents[i])+1]++
+	}
+	for b := 1; b <= nb; b++ {
+		counts[b] += counts[b-1]
+	}
+	out := slices.Grow(h.spare[:0], len(h.ents))[:len(h.ents)]
+	for i := range h.ents {
+		b := bucket(&h.ents[i])
+		out[counts[b]] = h.ents[i]
+		counts[b]++
+	}
+	// counts[b] is now bucket b's end, and the next one's start. Within a
+	// bucket the window and key group are one: its rows sort by key, on
+	// 24-byte records rather than the rows themselves, then move once.
+	lo := uint32(0)
+	for b := 0; b < nb; b++ {
+		hi := counts[b]
+		if hi-lo > 1 {
+			h.sortBucket(out[lo:hi], h.ents[lo:hi])
+		}
+		lo = hi
+	}
+	h.spare, h.ents = h.ents, out
+	return out
+}
+
+// keyRec is a row of a bucket as its sort moves it.
+type keyRec struct {
+	w0, w1 uint64
+	i      uint32
+}
+
+// sortBucket sorts the rows of one (window, key group) bucket by key,
+// using tmp (as long) as scratch.
+func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
+	recs := slices.Grow(h.recs[:0], len(rows))[:len(rows)]
+	h.recs = recs
+	long := false
+	for i := range rows {
+		recs[i] = keyRec{w0: rows[i].w0, w1: rows[i].w1, i: uint32(i)}
+		long = long || rows[i].klen > 16
+	}
+	slices.SortFunc(recs, func(x, y keyRec) int {
+		if x.w0 != y.w0 {
+			return stdcmp.Compare(x.w0, y.w0)
+		}
+		if x.w1 != y.w1 || !long {
+			return stdcmp.Compare(x.w1, y.w1)
+		}
+		return h.compare(&rows[x.i], &rows[y.i])
+	})
+	copy(tmp, rows)
+	for k, r := range recs {
+		rows[k] = tmp[r.i]
+	}
+}
+
+// blindEntBytes is a held row's memory beyond its key and arguments.
+const blindEntBytes = 48
+
+// SetBufferLimit sets the memory the held rows of cold windows may take
+// before they are written to the store (0: none are held; every row goes
+// to the group table).
+func (a *Aggregator) SetBufferLimit(n int) { a.bufLimit = n }
+
+// BufferedBytes is the memory of the held rows.
+func (a *Aggregator) BufferedBytes() int {
+	if a.held == nil {
+		return 0
+	}
+	return a.held.bytes
+}
+
+// holding reports whether rows of cold windows are held (blind, cached,
+// with a limit).
+func (a *Aggregator) holding() bool {
+	return a.blind && a.store != nil && a.bufLimit > 0 && len(a.cold) > 0
+}
+
+// foldCold holds the rows of b in cold windows and returns the others
+// (b itself when none is cold) with their windows.
+func (a *Aggregator) foldCold(b *Batch, wins []int64) (*Batch, []int64, error) {
+	sel := slices.Grow(a.coldSel[:0], b.N)[:b.N]
+	a.coldSel = sel
+	nc := 0
+	lastW, lastCold := int64(0), false
+	for i, w := range wins[:b.N] {
+		if i == 0 || w != lastW {
+			lastW, lastCold = w, a.cold[w]
+		}
+		sel[i] = lastCold
+		if lastCold {
+			nc++
+		}
+	}
+	if nc == 0 {
+		return b, wins, nil
+	}
+	if nc == b.N {
+		return nil, nil, a.hold(b, wins)
+	}
+	cw, hw := make([]int64, 0, nc), make([]int64, 0, b.N-nc)
+	for i, w := range wins[:b.N] {
+		if sel[i] {
+			cw = append(cw, w)
+		} else {
+			hw = append(hw, w)
+		}
+	}
+	if err := a.hold(b.Select(sel, nc), cw); err != nil {
+		return nil, nil, err
+	}
+	for i := range sel {
+		sel[i] = !sel[i]
+	}
+	return b.Select(sel, b.N-nc), hw, nil
+}
+
+// hold appends the rows of b (all in cold windows wins) to the held rows.
+func (a *Aggregator) hold(b *Batch, wins []int64) error {
+	h := a.held
+	if h == nil {
+		h = &blindRows{args: make([][]*Vec, len(a.Args))}
+		for j, exprs := range a.Args {
+			h.args[j] = make([]*Vec, len(exprs))
+			for k, e := range exprs {
+				h.args[j][k] = &Vec{T: e.Type()}
+			}
+		}
+		a.held = h
+	}
+	n := b.N
+	keys := make([]*Vec, len(a.Keys))
+	for i, k := range a.Keys {
+		v, err := k.Eval(b)
+		if err != nil {
+			return err
+		}
+		keys[i] = v
+	}
+	for j, exprs := range a.Args {
+		for k, e := range exprs {
+			v, err := e.Eval(b)
+			if err != nil {
+				return err
+			}
+			h.bytes += appendVec(h.args[j][k], v, n)
+		}
+	}
+	a.rows.Encode(keys, n)
+	for i := 0; i < n; i++ {
+		key := a.rows.Row(i)
+		var kg uint16
+		if a.PK >= 0 {
+			kg = a.rowGroup(keys[a.PK], i)
+		}
+		var pre [16]byte
+		copy(pre[:], key)
+		h.ents = append(h.ents, blindEnt{window: wins[i], w0: binary.BigEndian.Uint64(pre[:8]), w1: binary.BigEndian.Uint64(pre[8:]),
+			koff: uint32(len(h.keys)), klen: uint32(len(key)), row: uint32(len(h.ents)), kg: kg})
+		h.keys = append(h.keys, key...)
+		h.bytes += blindEntBytes + len(key)
+	}
+	if h.bytes > a.bufLimit {
+		return a.settle()
+	}
+	return nil
+}
+
+// appendVec appends src's first n rows to dst (copied: src may be the
+// input's own memory, reused for the next batch), returning their size.
+func appendVec(dst, src *Vec, n int) int {
+	size := 0
+	switch src.T {
+	case types.Int, types.Timestamp, types.Interval:
+		dst.I = append(dst.I, src.I[:n]...)
+		size = 8 * n
+	case types.Double:
+		dst.F = append(dst.F, src.F[:n]...)
+		size = 8 * n
+	case types.Text:
+		dst.S = append(dst.S, src.S[:n]...)
+		size = 16 * n
+		for _, s := range src.S[:n] {
+			size += len(s)
+		}
+	case types.Bool:
+		dst.B = append(dst.B, src.B[:n]...)
+		size = n
+	}
+	if src.Null != nil || dst.Null != nil {
+		if dst.Null == nil {
+			dst.Null = make([]bool, dst.N, dst.N+n)
+		}
+		if src.Null != nil {
+			dst.Null = append(dst.Null, src.Null[:n]...)
+		} else {
+			dst.Null = append(dst.Null, make([]bool, n)...)
+		}
+		size += n
+	}
+	dst.N += n
+	return size
+}
+
+// settle writes the held rows to the store, as evicted partials: before
+// anything reads a cold window, and when they outgrow their limit.
+func (a *Aggregator) settle() error {
+	return a.flushBlind(func(ref StateRef, val []byte) error { return a.store.Evict(ref, val) })
+}
+
+// flushBlind folds the held rows into one partial per group and hands
+// each to put, in (window, key group, key) order, then lets them go. Rows
+// of windows no longer cold (expired by ExpireCold: their rows were late)
+// are dropped.
+func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error {
+	h := a.held
+	if h == nil || len(h.ents) == 0 {
+		return nil
+	}
+	defer a.dropHeld()
+	ents := h.sort()
+	// Groups in sorted order take slots 0, 1, ...: row r folds into
+	// slots[r].
+	slots := make([]uint32, len(ents))
+	groups := 0
+	for k := range ents {
+		if k > 0 && h.compare(&ents[k-1], &ents[k]) != 0 {
+			groups++
+		}
+		slots[ents[k].row] = uint32(groups)
+	}
+	groups++
+	funcs, err := newFuncs(a.Specs)
+	if err != nil {
+		return err
+	}
+	for j, f := range funcs {
+		f.Grow(groups)
+		args := make([]arrow.Array, 0, len(h.args[j]))
+		for _, v := range h.args[j] {
+			args = append(args, arrowView(v, a.mem))
+		}
+		f.Update(slots, args)
+		for _, x := range args {
+			x.Release()
+		}
+	}
+	var scratch []byte
+	for k := range ents {
+		e := &ents[k]
+		if k+1 < len(ents) && h.compare(e, &ents[k+1]) == 0 {
+			continue // the group's last row names it
+		}
+		if !a.cold[e.window] {
+			continue
+		}
+		s := slots[e.row]
+		a.encBuf = a.encBuf[:0]
+		for _, f := range funcs {
+			scratch = f.Encode(scratch[:0], s)
+			a.encBuf = appendLen(a.encBuf, scratch)
+		}
+		if err := put(StateRef{KG: e.kg, Key: e.key(h.keys), Window: e.window, Partial: true}, a.encBuf); err != nil {
+			return fmt.Errorf("write held rows: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropHeld lets the held rows go. Their buffers are kept for the next
+// rows (their size is bounded by the limit); ones that outgrew it (a
+// burst written to the store) go.
+func (a *Aggregator) dropHeld() {
+	h := a.held
+	if h.bytes > a.bufLimit {
+		a.held = nil
+		return
+	}
+	h.ents, h.keys, h.bytes = h.ents[:0], h.keys[:0], 0
+	for _, vs := range h.args {
+		for _, v := range vs {
+			clear(v.S) // the strings go
+			*v = Vec{T: v.T, I: v.I[:0], F: v.F[:0], S: v.S[:0], B: v.B[:0]}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package exec
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/window"
+)
+
+// partialStore is a GroupStore that keeps every partial it is given
+// (evicted, or committed through Changes), by group.
+type partialStore struct {
+	parts map[string][][]byte // window/kg/key -> partials
+	kgs   map[string]uint16
+}
+
+func (p *partialStore) add(ref StateRef, val []byte) error {
+	if !ref.Partial {
+		return fmt.Errorf("a held row's group stored whole: %+v", ref)
+	}
+	g := fmt.Sprintf("%d/%x", ref.Window, ref.Key)
+	p.parts[g] = append(p.parts[g], bytes.Clone(val))
+	p.kgs[g] = ref.KG
+	return nil
+}
+
+func (p *partialStore) Load([]StateRef, func(int, []byte) error) error { return nil }
+func (p *partialStore) Evict(ref StateRef, val []byte) error           { return p.add(ref, val) }
+func (p *partialStore) Scan(int64) GroupCursor                         { return emptyCursor{} }
+func (p *partialStore) ScanDeltas(int64) GroupCursor                   { return emptyCursor{} }
+
+type emptyCursor struct{}
+
+func (emptyCursor) Next() (uint16, []byte, []byte, bool) { return 0, nil, nil, false }
+func (emptyCursor) Close() error                         { return nil }
+
+// TestHeldRowsFoldAsTheTable: rows of cold windows held and folded at once
+// (blindrows.go) store partials that merge, per group, into exactly the
+// accumulators the group table builds from the same rows; and they come
+// in store order. The input has composite keys (a text partition key,
+// short and over 16 bytes with long shared prefixes, and NULL; an
+// integer), NULL arguments, several aggregates, rows of 2 and of 12
+// windows per flush (the bucketed sort, and the plain one past 8
+// windows), flushes of more than 4,096 rows, commits between batches,
+// and a limit small enough that rows are written to the store before a
+// commit.
+func TestHeldRowsFoldAsTheTable(t *testing.T) {
+	// Placed by the text key, a bucket (window, key group) holds a few
+	// keys; by the integer (3 values), each holds a thousand, long keys
+	// with a shared 16-byte prefix among them.
+	for _, pk := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pk=%d", pk), func(t *testing.T) { testHeldRows(t, pk) })
+	}
+}
+
+func testHeldRows(t *testing.T, pk int) {
+	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
+	specs := []agg.Spec{
+		{Name: "COUNT", Star: true},
+		{Name: "SUM", ArgTypes: []types.Type{types.Int}},
+		{Name: "MIN", ArgTypes: []types.Type{types.Text}},
+		{Name: "AVG", ArgTypes: []types.Type{types.Int}},
+		{Name: "BOOL_AND", ArgTypes: []types.Type{types.Bool}},
+	}
+	k := &ColRef{Idx: 0, Name: "k", T: types.Text}
+	j := &ColRef{Idx: 1, Name: "j", T: types.Int}
+	v := &ColRef{Idx: 2, Name: "v", T: types.Int}
+	s := &ColRef{Idx: 4, Name: "s", T: types.Text}
+	b := &ColRef{Idx: 5, Name: "b", T: types.Bool}
+	cfg := AggConfig{Keys: []Expr{k, j}, PK: pk, TimeIdx: 3, Window: &spec, Specs: specs, Args: [][]Expr{nil, {v}, {s}, {v}, {b}}}
+	ref, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}
+	var cold []int64
+	for w := int64(0); w < 12; w++ {
+		cold = append(cold, w*spec.Size)
+	}
+	held.UseStore(st, cold) // every window cold: every row is held
+	held.SetBufferLimit(1 << 20)
+	if !held.BlindWrites() {
+		t.Fatal("the aggregation does not write blind")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	long := strings.Repeat("a shared prefix longer than 16 bytes ", 2)
+	settled, bucketed := 0, 0
+	commit := func() {
+		t.Helper()
+		if held.BufferedBytes() == 0 {
+			settled++ // or nothing held since the last
+		}
+		if held.held != nil && len(held.held.ents) >= 1<<12 {
+			bucketed++
+		}
+		var refs [][]byte
+		if err := held.Changes(func(r StateRef, val []byte) error {
+			refs = append(refs, fmt.Appendf(nil, "%020d/%05d/%x", r.Window+1<<62, r.KG, r.Key))
+			return st.add(r, val)
+		}, func(StateRef) error { return fmt.Errorf("a held row's group deleted") }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSortedFunc(refs, bytes.Compare) {
+			t.Fatal("a commit's partials are not in store order")
+		}
+	}
+	for batch := 0; batch < 40; batch++ {
+		n := 1 + rng.IntN(3000)
+		// Phases: windows 0 and 1, then all 12, then 5 and 6, with a
+		// commit between phases.
+		first, windows := int64(0), 2
+		switch {
+		case batch == 15 || batch == 25:
+			commit()
+			fallthrough
+		case batch > 15 && batch < 25:
+			first, windows = 0, 12
+		case batch > 25:
+			first = 5
+		}
+		cols := []*Vec{newVec(types.Text, n), newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n), newVec(types.Text, n), newVec(types.Bool, n)}
+		for c := range cols {
+			cols[c].Null = make([]bool, n)
+		}
+		for i := 0; i < n; i++ {
+			key := rng.IntN(3000)
+			switch key % 4 {
+			case 0:
+				cols[0].S[i] = fmt.Sprint(key)
+			case 1:
+				cols[0].S[i] = long + fmt.Sprint(key)
+			case 2:
+				cols[0].Null[i] = key%8 == 2
+				cols[0].S[i] = "k" + fmt.Sprint(key)
+			default:
+				cols[0].S[i] = long[:20] + fmt.Sprint(key)
+			}
+			cols[1].I[i] = int64(key % 3)
+			cols[2].I[i], cols[2].Null[i] = rng.Int64N(1000)-300, rng.IntN(20) == 0
+			cols[3].I[i] = (first+int64(rng.IntN(windows)))*spec.Size + rng.Int64N(spec.Size)
+			cols[4].S[i], cols[4].Null[i] = fmt.Sprintf("s%d", rng.IntN(500)), rng.IntN(15) == 0
+			cols[5].B[i], cols[5].Null[i] = rng.IntN(10) != 0, rng.IntN(25) == 0
+		}
+		in := &Batch{N: n, Cols: cols}
+		for _, a := range []*Aggregator{ref, held} {
+			if late, err := a.Consume(in, 0, false); err != nil || len(late) > 0 {
+				t.Fatal(late, err)
+			}
+		}
+		if held.Table.Len() != 0 {
+			t.Fatalf("batch %d: %d groups went to the table", batch, held.Table.Len())
+		}
+		if rng.IntN(6) == 0 {
+			commit()
+		}
+	}
+	commit()
+	if settled == 0 || bucketed < 3 {
+		t.Fatalf("%d commits found their rows written before them, %d sorted by bucket: want some of each", settled, bucketed)
+	}
+	if held.BufferedBytes() != 0 {
+		t.Fatalf("%d bytes still held after the commit", held.BufferedBytes())
+	}
+	// Every group the table holds, merged from its partials, encodes as
+	// the table's slot does.
+	scratch, err := held.newTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := 0
+	for _, w := range ref.Table.windowStarts() {
+		for _, slot := range ref.Table.WindowSlots(w) {
+			groups++
+			g := fmt.Sprintf("%d/%x", w, ref.Table.Key(slot))
+			parts := st.parts[g]
+			if len(parts) == 0 {
+				t.Fatalf("group %s: no partial stored", g)
+			}
+			if st.kgs[g] != ref.Table.Meta(slot).KG {
+				t.Fatalf("group %s: key group %d, want %d", g, st.kgs[g], ref.Table.Meta(slot).KG)
+			}
+			m := scratch.Slot(w, ref.Table.Key(slot), 0)
+			for _, p := range parts {
+				if err := scratch.Merge(m, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := scratch.Encode(nil, m), ref.Table.Encode(nil, slot); !bytes.Equal(got, want) {
+				t.Fatalf("group %s: merged partials %x, want %x", g, got, want)
+			}
+		}
+	}
+	if groups != len(st.parts) {
+		t.Fatalf("%d groups stored, want %d", len(st.parts), groups)
+	}
+}
