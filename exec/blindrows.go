@@ -66,7 +66,15 @@ type blindEnt struct {
 	kg     uint16
 }
 
-func (e *blindEnt) key(keys []byte) []byte { return keys[e.koff : e.koff+e.klen] }
+// key is the row's key: in keys when longer than 16 bytes, else rebuilt
+// from w0 and w1 in dst (no read of memory the sort did not bring in).
+func (e *blindEnt) key(keys, dst []byte) []byte {
+	if e.klen > 16 {
+		return keys[e.koff : e.koff+e.klen]
+	}
+	dst = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(dst[:0], e.w0), e.w1)
+	return dst[:e.klen]
+}
 
 // compare orders held rows as the store orders their partials: window,
 // key group, key.
@@ -86,7 +94,7 @@ func (h *blindRows) compare(x, y *blindEnt) int {
 	if x.klen <= 16 && y.klen <= 16 {
 		return 0
 	}
-	return bytes.Compare(x.key(h.keys), y.key(h.keys))
+	return bytes.Compare(x.key(h.keys, nil), y.key(h.keys, nil)) // both long
 }
 
 // sort returns the held rows in store order (compare). They are first
@@ -282,8 +290,11 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 		copy(pre[:], key)
 		h.ents = append(h.ents, blindEnt{window: wins[i], w0: binary.BigEndian.Uint64(pre[:8]), w1: binary.BigEndian.Uint64(pre[8:]),
 			koff: uint32(len(h.keys)), klen: uint32(len(key)), row: uint32(len(h.ents)), kg: kg})
-		h.keys = append(h.keys, key...)
-		h.bytes += blindEntBytes + len(key)
+		h.bytes += blindEntBytes
+		if len(key) > 16 { // a shorter one is whole in w0 and w1
+			h.keys = append(h.keys, key...)
+			h.bytes += len(key)
+		}
 	}
 	if h.bytes > a.bufLimit {
 		return a.settle()
@@ -370,22 +381,27 @@ func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error 
 			x.Release()
 		}
 	}
-	var scratch []byte
+	var scratch, kbuf []byte
+	s := uint32(0) // the group's slot: groups took slots in this order
 	for k := range ents {
 		e := &ents[k]
 		if k+1 < len(ents) && h.compare(e, &ents[k+1]) == 0 {
 			continue // the group's last row names it
 		}
+		s++
 		if !a.cold[e.window] {
 			continue
 		}
-		s := slots[e.row]
 		a.encBuf = a.encBuf[:0]
 		for _, f := range funcs {
-			scratch = f.Encode(scratch[:0], s)
+			scratch = f.Encode(scratch[:0], s-1)
 			a.encBuf = appendLen(a.encBuf, scratch)
 		}
-		if err := put(StateRef{KG: e.kg, Key: e.key(h.keys), Window: e.window, Partial: true}, a.encBuf); err != nil {
+		key := e.key(h.keys, kbuf)
+		if e.klen <= 16 {
+			kbuf = key // its own buffer, not the held keys
+		}
+		if err := put(StateRef{KG: e.kg, Key: key, Window: e.window, Partial: true}, a.encBuf); err != nil {
 			return fmt.Errorf("write held rows: %w", err)
 		}
 	}
