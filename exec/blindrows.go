@@ -187,8 +187,9 @@ func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
 	}
 }
 
-// blindEntBytes is a held row's memory beyond its key and arguments.
-const blindEntBytes = 48
+// blindEntBytes is a held row's memory beyond its key and arguments: its
+// entry, and its place in the sort's second array.
+const blindEntBytes = 2 * 48
 
 // SetBufferLimit sets the memory the held rows of cold windows may take
 // before they are written to the store (0: none are held; every row goes
@@ -304,38 +305,44 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 
 // appendVec appends src's first n rows to dst (copied: src may be the
 // input's own memory, reused for the next batch), returning their size.
+// dst's type decides: a src without values of it (an untyped NULL) adds
+// zeros under its NULLs.
 func appendVec(dst, src *Vec, n int) int {
 	size := 0
-	switch src.T {
+	switch dst.T {
 	case types.Int, types.Timestamp, types.Interval:
-		dst.I = append(dst.I, src.I[:n]...)
+		dst.I = appendN(dst.I, src.I, n)
 		size = 8 * n
 	case types.Double:
-		dst.F = append(dst.F, src.F[:n]...)
+		dst.F = appendN(dst.F, src.F, n)
 		size = 8 * n
 	case types.Text:
-		dst.S = append(dst.S, src.S[:n]...)
+		dst.S = appendN(dst.S, src.S, n)
 		size = 16 * n
-		for _, s := range src.S[:n] {
+		for _, s := range dst.S[len(dst.S)-n:] {
 			size += len(s)
 		}
 	case types.Bool:
-		dst.B = append(dst.B, src.B[:n]...)
+		dst.B = appendN(dst.B, src.B, n)
 		size = n
 	}
 	if src.Null != nil || dst.Null != nil {
 		if dst.Null == nil {
 			dst.Null = make([]bool, dst.N, dst.N+n)
 		}
-		if src.Null != nil {
-			dst.Null = append(dst.Null, src.Null[:n]...)
-		} else {
-			dst.Null = append(dst.Null, make([]bool, n)...)
-		}
+		dst.Null = appendN(dst.Null, src.Null, n)
 		size += n
 	}
 	dst.N += n
 	return size
+}
+
+// appendN appends src[:n] to dst, or n zero values when src has fewer.
+func appendN[T any](dst, src []T, n int) []T {
+	if len(src) >= n {
+		return append(dst, src[:n]...)
+	}
+	return append(dst, make([]T, n)...)
 }
 
 // settle writes the held rows to the store, as evicted partials: before
