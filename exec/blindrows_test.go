@@ -33,6 +33,7 @@ func (p *partialStore) add(ref StateRef, val []byte) error {
 func (p *partialStore) Load([]StateRef, func(int, []byte) error) error { return nil }
 func (p *partialStore) Evict(ref StateRef, val []byte) error           { return p.add(ref, val) }
 func (p *partialStore) Scan(int64) GroupCursor                         { return emptyCursor{} }
+
 // ScanDeltas lists the window's partials in (key group, key) order.
 func (p *partialStore) ScanDeltas(window int64) GroupCursor {
 	type part struct {
