@@ -157,9 +157,9 @@ func (b *Batch) eachChange(fn func(key, val []byte) error) error {
 				return err
 			}
 		case pebble.InternalKeyKindRangeDelete:
-			if err := s.eachKeyIn(o.key, o.value, func(k, v []byte) error {
+			if err := s.eachKeyIn(o.key, o.value, func(k []byte, v func() []byte) error {
 				if pl := b.runEntryAt(k); pl >= 0 && chunkAt(k, pl) {
-					return expandChunk(k, v, tombstone)
+					return expandChunk(k, v(), tombstone)
 				}
 				return fn(k, nil)
 			}); err != nil {
@@ -175,14 +175,15 @@ func (b *Batch) eachChange(fn func(key, val []byte) error) error {
 	return nil
 }
 
-// eachKeyIn calls fn for every stored key in [lo, hi), and its value.
-func (s *Store) eachKeyIn(lo, hi []byte, fn func(k, v []byte) error) error {
+// eachKeyIn calls fn for every stored key in [lo, hi); v reads its value
+// (only a run chunk's is needed: it is not read otherwise).
+func (s *Store) eachKeyIn(lo, hi []byte, fn func(k []byte, v func() []byte) error) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
+		if err := fn(it.Key(), it.Value); err != nil {
 			it.Close()
 			return err
 		}
