@@ -245,13 +245,9 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 			return err
 		}
 	}
-	keys := make([]*Vec, len(a.Keys))
-	for i, k := range a.Keys {
-		v, err := k.Eval(b)
-		if err != nil {
-			return err
-		}
-		keys[i] = v
+	keys, err := a.evalKeys(b)
+	if err != nil {
+		return err
 	}
 	a.prepareProbes(keys, b.N)
 	slots := slices.Grow(a.slots[:0], b.N)[:b.N]
@@ -268,6 +264,19 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		}
 	}
 	return a.update(b, slots)
+}
+
+// evalKeys evaluates the group key columns over b.
+func (a *Aggregator) evalKeys(b *Batch) ([]*Vec, error) {
+	keys := make([]*Vec, len(a.Keys))
+	for i, k := range a.Keys {
+		v, err := k.Eval(b)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = v
+	}
+	return keys, nil
 }
 
 // update evaluates the aggregates' arguments over b and folds row i into

@@ -263,13 +263,9 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 		a.held = h
 	}
 	n := b.N
-	keys := make([]*Vec, len(a.Keys))
-	for i, k := range a.Keys {
-		v, err := k.Eval(b)
-		if err != nil {
-			return err
-		}
-		keys[i] = v
+	keys, err := a.evalKeys(b)
+	if err != nil {
+		return err
 	}
 	for j, exprs := range a.Args {
 		for k, e := range exprs {

@@ -55,13 +55,9 @@ func newSessions() *sessions {
 // folded in: rows already pointed at it are redirected to the survivor.
 func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, wm int64, hasWM bool) (late []int, err error) {
 	n := b.N
-	keys := make([]*Vec, len(a.Keys))
-	for i, k := range a.Keys {
-		v, err := k.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		keys[i] = v
+	keys, err := a.evalKeys(b)
+	if err != nil {
+		return nil, err
 	}
 	a.rows.Encode(keys, n)
 	gap, ss := a.Window.Gap, a.sessions

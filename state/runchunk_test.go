@@ -70,11 +70,8 @@ func TestRunChunks(t *testing.T) {
 	// that the changelog holds each under its run key.
 	commit := func(run uint64, kgs []uint16, from, to int) {
 		t.Helper()
-		p := st.NewPending(scope)
+		p := runsPending(t, st, scope)
 		defer p.Close()
-		if _, err := p.OpenRuns(); err != nil {
-			t.Fatal(err)
-		}
 		var w GroupWrites
 		want := map[string]bool{string(RunMarker(scope, 7, run)): true}
 		for _, kg := range kgs {
@@ -126,15 +123,7 @@ func TestRunChunks(t *testing.T) {
 		}
 	}
 	// scan is the window's partials as the close reads them.
-	scan := func(st *Store) []string {
-		t.Helper()
-		p := st.NewPending(scope)
-		defer p.Close()
-		if _, err := p.OpenRuns(); err != nil {
-			t.Fatal(err)
-		}
-		return byGroup(scanAll(t, p.ScanDeltas(7, nil)))
-	}
+	scan := func(st *Store) []string { return scanPartials(t, st, scope, 7) }
 	// check compares both stores' scans with live, in (kg, key) order.
 	check := func(when string) {
 		t.Helper()

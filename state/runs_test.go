@@ -27,11 +27,8 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 	var changelog [][2][]byte
 	commit := func(from, to int, offset int64, whole bool) {
 		t.Helper()
-		p := st.NewPending(scope)
+		p := runsPending(t, st, scope)
 		defer p.Close()
-		if _, err := p.OpenRuns(); err != nil {
-			t.Fatal(err)
-		}
 		var w GroupWrites
 		for i := from; i < to; i++ {
 			w.PutDelta(7, uint16(i%3), key(i%20), DeltaID{Gen: uint64(offset), Seq: uint64(i)}, []byte(fmt.Sprint(i)))
@@ -63,15 +60,7 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	scan := func(st *Store) []string {
-		t.Helper()
-		p := st.NewPending(scope)
-		defer p.Close()
-		if _, err := p.OpenRuns(); err != nil {
-			t.Fatal(err)
-		}
-		return byGroup(scanAll(t, p.ScanDeltas(7, nil)))
-	}
+	scan := func(st *Store) []string { return scanPartials(t, st, scope, 7) }
 	offset := func(st *Store) int64 {
 		t.Helper()
 		parts, err := st.Partitions("s")
@@ -188,4 +177,24 @@ func TestWindowRunsBounded(t *testing.T) {
 	if got := scanAll(t, p.ScanDeltas(7, nil)); len(got) != n {
 		t.Fatalf("%d partials scanned, want %d", len(got), n)
 	}
+}
+
+// scanPartials is window's partials in scope as its close reads them
+// (runs opened first), a group's in value order.
+func scanPartials(t *testing.T, st *Store, scope string, window int64) []string {
+	t.Helper()
+	p := runsPending(t, st, scope)
+	defer p.Close()
+	return byGroup(scanAll(t, p.ScanDeltas(window, nil)))
+}
+
+// runsPending is a task's pending groups of scope, its runs opened.
+func runsPending(t *testing.T, st *Store, scope string) *Pending {
+	t.Helper()
+	p := st.NewPending(scope)
+	if _, err := p.OpenRuns(); err != nil {
+		p.Close()
+		t.Fatal(err)
+	}
+	return p
 }
