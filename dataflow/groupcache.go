@@ -185,7 +185,7 @@ func (g *groupCache) pendingDue() bool {
 // task's share. Past all of it they are written to the store before the
 // commit, as evicted groups are (SetBufferLimit).
 func (g *groupCache) heldDue(a *exec.Aggregator) bool {
-	return g.budget != nil && int64(a.BufferedBytes()) > g.budget.share()/2
+	return g.budget != nil && int64(a.HeldBytes()) > g.budget.share()/2
 }
 
 // evict brings the groups in memory back within the task's share.

@@ -71,6 +71,7 @@ type Aggregator struct {
 	held     *blindRows
 	bufLimit int
 	coldSel  []bool
+	heldOff  bool
 }
 
 // NewAggregator builds the operator.
@@ -252,6 +253,7 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	a.prepareProbes(keys, b.N)
 	slots := slices.Grow(a.slots[:0], b.N)[:b.N]
 	newRows := a.Table.assign(wins, a.probes, &a.rows, slots)
+	a.noteNewSlots(len(newRows), b.N)
 	if a.PK >= 0 {
 		for _, i := range newRows {
 			a.Table.Meta(slots[i]).KG = a.rowGroup(keys[a.PK], i)

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -48,6 +50,8 @@ type blindRows struct {
 	// args[j][k] is aggregate j's argument k over the held rows.
 	args  [][]*Vec
 	bytes int
+	// kept is the memory the buffers keep between flushes (dropHeld).
+	kept int
 }
 
 // blindEnt is a held row as the sort sees it: everything the sort, the
@@ -247,8 +251,17 @@ const blindEntBytes = 2 * 48
 // to the group table).
 func (a *Aggregator) SetBufferLimit(n int) { a.bufLimit = n }
 
-// BufferedBytes is the memory of the held rows.
+// BufferedBytes is the memory of the held rows, or of the buffers kept
+// for them when that is more.
 func (a *Aggregator) BufferedBytes() int {
+	if a.held == nil {
+		return 0
+	}
+	return max(a.held.bytes, a.held.kept)
+}
+
+// HeldBytes is the size of the rows held now (what a commit writes out).
+func (a *Aggregator) HeldBytes() int {
 	if a.held == nil {
 		return 0
 	}
@@ -256,9 +269,25 @@ func (a *Aggregator) BufferedBytes() int {
 }
 
 // holding reports whether rows of cold windows are held (blind, cached,
-// with a limit).
+// with a limit, and not off: see heldOff).
 func (a *Aggregator) holding() bool {
-	return a.blind && a.store != nil && a.bufLimit > 0 && len(a.cold) > 0
+	return a.blind && a.store != nil && a.bufLimit > 0 && len(a.cold) > 0 && !a.heldOff
+}
+
+// Rows are held for keys not in memory. When a cold window's rows come
+// many to a group (a window cold since a restart, with few keys), the
+// grouper folds them in a slot per group where holding keeps a row each:
+// a flush that found at least heldRowsPerGroup rows a group turns holding
+// off, and a batch of cold windows' rows of which most made a new slot
+// turns it on again.
+const heldRowsPerGroup = 4
+
+// noteNewSlots turns holding back on when most of a batch's rows, folded
+// by the grouper while holding was off, made a new group.
+func (a *Aggregator) noteNewSlots(newRows, rows int) {
+	if a.heldOff && 2*newRows > rows {
+		a.heldOff = false
+	}
 }
 
 // foldCold holds the rows of b in cold windows and returns the others
@@ -366,7 +395,10 @@ func appendVec(dst, src *Vec, n int) int {
 	case types.Text:
 		dst.S = appendN(dst.S, src.S, n)
 		size = 16 * n
-		for _, s := range dst.S[len(dst.S)-n:] {
+		for i, s := range dst.S[len(dst.S)-n:] {
+			// A decoded string may share the input's buffer: a copy keeps
+			// no more than its bytes.
+			dst.S[len(dst.S)-n+i] = strings.Clone(s)
 			size += len(s)
 		}
 	case types.Bool:
@@ -420,6 +452,7 @@ func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error 
 		slots[ents[k].row] = uint32(groups)
 	}
 	groups++
+	a.heldOff = len(ents) >= heldRowsPerGroup*groups
 	funcs, err := newFuncs(a.Specs)
 	if err != nil {
 		return err
@@ -472,10 +505,13 @@ func (a *Aggregator) dropHeld() {
 		return
 	}
 	h.ents, h.keys, h.bytes = h.ents[:0], h.keys[:0], 0
+	h.kept = (cap(h.ents)+cap(h.spare))*int(unsafe.Sizeof(blindEnt{})) + cap(h.keys) +
+		cap(h.recs)*int(unsafe.Sizeof(keyRec{})) + 4*cap(h.counts)
 	for _, vs := range h.args {
 		for _, v := range vs {
 			clear(v.S) // the strings go
-			*v = Vec{T: v.T, I: v.I[:0], F: v.F[:0], S: v.S[:0], B: v.B[:0]}
+			*v = Vec{T: v.T, I: v.I[:0], F: v.F[:0], S: v.S[:0], B: v.B[:0], Null: v.Null[:0]}
+			h.kept += 8*(cap(v.I)+cap(v.F)) + 16*cap(v.S) + cap(v.B) + cap(v.Null)
 		}
 	}
 }

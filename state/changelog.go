@@ -147,7 +147,11 @@ func (b *Batch) eachChange(fn func(key, val []byte) error) error {
 				return err
 			}
 		case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete:
-			if v, ok := b.chunkDels[string(o.key)]; ok {
+			if _, ok := b.chunkDels[string(o.key)]; ok {
+				v, err := b.deletedChunk(o.key)
+				if err != nil {
+					return err
+				}
 				if err := expandChunk(o.key, v, tombstone); err != nil {
 					return err
 				}

@@ -209,14 +209,30 @@ func runEntryIn(k []byte, scope string) int {
 	return pl + 8 + 2 + 8
 }
 
-// deleteChunk deletes run chunk (k, v), keeping its value for the
-// changelog (eachChange).
+// deleteChunk deletes run chunk k, noting it for the changelog
+// (eachChange), which logs the deletion of each of its partials. v is its
+// value when the chunk is in one of the batch's own runs (not yet in the
+// store; the batch keeps v), nil when it is stored: it is read back when
+// logged, so a deletion of many chunks holds only their keys.
 func (b *Batch) deleteChunk(k, v []byte) error {
 	if b.chunkDels == nil {
 		b.chunkDels = map[string][]byte{}
 	}
-	b.chunkDels[string(k)] = bytes.Clone(v)
+	b.chunkDels[string(k)] = v
 	return b.b.Delete(k, nil)
+}
+
+// deletedChunk is the value of chunk k the batch deletes (deleteChunk).
+func (b *Batch) deletedChunk(k []byte) ([]byte, error) {
+	if v := b.chunkDels[string(k)]; v != nil {
+		return v, nil
+	}
+	v, closer, err := b.s.db.Get(k)
+	if err != nil {
+		return nil, fmt.Errorf("log the deletion of a run chunk: %w", err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
 }
 
 // chunkLen is the number of partials in chunk value v.

@@ -184,6 +184,8 @@ func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
 	}
 	lo, hi := runsOf(b.scope, window)
 	pl := len(lo) + 8 // where an entry's stored key group starts
+	// v: a chunk's value when it is in one of the batch's runs (nil:
+	// stored, read back when logged).
 	del := func(k, v []byte) error {
 		if len(k) >= pl+2 && set[realKG(binary.BigEndian.Uint16(k[pl:]))] {
 			if chunkAt(k, pl) {
@@ -198,7 +200,7 @@ func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if err := del(it.Key(), it.Value()); err != nil {
+		if err := del(it.Key(), nil); err != nil {
 			it.Close()
 			return err
 		}
@@ -214,7 +216,7 @@ func (b *Batch) deleteRunEntries(window int64, groups []uint16) error {
 	}
 	for i, path := range b.runs.paths {
 		if b.runs.wins[i] == window {
-			if err := b.s.eachTableEntry(path, del); err != nil {
+			if err := b.s.eachTableEntry(path, func(k, v []byte) error { return del(k, bytes.Clone(v)) }); err != nil {
 				return err
 			}
 		}

@@ -141,7 +141,7 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 	// end has one per end): a range per window and run would be more
 	// deletions than entries.
 	var runDels [][]byte
-	chunks := map[string][]byte{} // run chunks among runDels: their values (Batch.deleteRun)
+	chunks := map[string]bool{} // run chunks among runDels (Batch.deleteChunk)
 	pointDels := len(windows) > maxRangedWindows
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
@@ -161,9 +161,8 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 			if g := realKG(binary.BigEndian.Uint16(rest[8:])); !owned(g) {
 				runDels = append(runDels, bytes.Clone(k))
 				if pl := len(k) - len(rest) + 8; chunkAt(k, pl) {
-					v := bytes.Clone(it.Value())
-					chunks[string(k)] = v
-					n, err := chunkLen(v)
+					chunks[string(k)] = true
+					n, err := chunkLen(it.Value())
 					if err != nil {
 						it.Close()
 						return 0, 0, err
@@ -216,8 +215,8 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		}
 	}
 	for _, k := range runDels {
-		if v, ok := chunks[string(k)]; ok {
-			if err := b.deleteChunk(k, v); err != nil {
+		if chunks[string(k)] {
+			if err := b.deleteChunk(k, nil); err != nil { // stored: read back when logged
 				return 0, 0, err
 			}
 			continue
