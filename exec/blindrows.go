@@ -395,10 +395,11 @@ func appendVec(dst, src *Vec, n int) int {
 	case types.Text:
 		dst.S = appendN(dst.S, src.S, n)
 		size = 16 * n
-		for i, s := range dst.S[len(dst.S)-n:] {
+		held := dst.S[len(dst.S)-n:]
+		for i, s := range held {
 			// A decoded string may share the input's buffer: a copy keeps
 			// no more than its bytes.
-			dst.S[len(dst.S)-n+i] = strings.Clone(s)
+			held[i] = strings.Clone(s)
 			size += len(s)
 		}
 	case types.Bool:
@@ -425,7 +426,8 @@ func appendN[T any](dst, src []T, n int) []T {
 }
 
 // settle writes the held rows to the store, as evicted partials: before
-// anything reads a cold window, and when they outgrow their limit.
+// anything reads a cold window (WindowChunks), and when they outgrow their
+// limit.
 func (a *Aggregator) settle() error {
 	return a.flushBlind(func(ref StateRef, val []byte) error { return a.store.Evict(ref, val) })
 }
@@ -470,13 +472,17 @@ func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error 
 	}
 	var scratch, kbuf []byte
 	s := uint32(0) // the group's slot: groups took slots in this order
+	lastW, lastCold, seen := int64(0), false, false
 	for k := range ents {
 		e := &ents[k]
 		if k+1 < len(ents) && h.compare(e, &ents[k+1]) == 0 {
 			continue // the group's last row names it
 		}
 		s++
-		if !a.cold[e.window] {
+		if !seen || e.window != lastW { // rows come window by window
+			lastW, lastCold, seen = e.window, a.cold[e.window], true
+		}
+		if !lastCold {
 			continue
 		}
 		a.encBuf = a.encBuf[:0]

@@ -522,7 +522,10 @@ type coldWindow struct {
 // chunk (nil when the window is empty), more yields the next (nil at the
 // end; nil more: first is all). Chunks come in (key group, key) order.
 func (a *Aggregator) WindowChunks(w int64) (first *Batch, more func() (*Batch, error), err error) {
-	if err := a.settle(); err != nil { // held rows are read as stored partials
+	// Held rows (blindrows.go) are only ever of cold windows, and every
+	// read of a cold window comes here: they are written out first, to be
+	// read as stored partials.
+	if err := a.settle(); err != nil {
 		return nil, nil, err
 	}
 	spec := a.Window

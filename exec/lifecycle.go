@@ -130,9 +130,6 @@ func (a *Aggregator) CloseDue(prev int64, hasPrev bool, wm int64, restored bool)
 
 // CloseDueChunks is CloseDue with each window's rows as Chunks.
 func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored bool) (out []Chunks, recovered int, err error) {
-	if err := a.settle(); err != nil { // held rows are read as stored partials
-		return nil, 0, err
-	}
 	if a.sessions != nil {
 		// Sessions are deleted when they close: one still held was not closed.
 		due := a.dueSessions(wm)
@@ -207,9 +204,6 @@ func (a *Aggregator) CloseDueChunks(prev int64, hasPrev bool, wm int64, restored
 // tumbling window that is its one slice; a hopping window's slices are
 // merged per key first.
 func (a *Aggregator) EmitWindow(w int64) (*Batch, error) {
-	if err := a.settle(); err != nil { // held rows are read as stored partials
-		return nil, err
-	}
 	spec := a.Window
 	end := w + spec.Size
 	if a.emitTab == nil {
@@ -245,9 +239,6 @@ func (a *Aggregator) EmitGroups(slots []uint32) (*Batch, error) {
 // window order, or of every group of an unwindowed aggregation (a bounded
 // query's result).
 func (a *Aggregator) EmitAll() ([]*Batch, error) {
-	if err := a.settle(); err != nil { // held rows are read as stored partials
-		return nil, err
-	}
 	if a.sessions != nil {
 		b, err := a.emitSessions(a.openSessions())
 		return []*Batch{b}, err
@@ -270,9 +261,6 @@ func (a *Aggregator) EmitAll() ([]*Batch, error) {
 // EmitOpenChunks builds the current rows of every window (or session, in
 // memory) wm has not closed, each window's as Chunks.
 func (a *Aggregator) EmitOpenChunks(wm int64, hasWM bool) ([]Chunks, error) {
-	if err := a.settle(); err != nil { // held rows are read as stored partials
-		return nil, err
-	}
 	if a.sessions != nil {
 		var open []*session
 		for _, s := range a.openSessions() {

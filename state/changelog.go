@@ -162,7 +162,7 @@ func (b *Batch) eachChange(fn func(key, val []byte) error) error {
 			}
 		case pebble.InternalKeyKindRangeDelete:
 			if err := s.eachKeyIn(o.key, o.value, func(k []byte, v func() []byte) error {
-				if pl := b.runEntryAt(k); pl >= 0 && chunkAt(k, pl) {
+				if pl := runEntryIn(k, b.scope); pl >= 0 && chunkAt(k, pl) {
 					return expandChunk(k, v(), tombstone)
 				}
 				return fn(k, nil)

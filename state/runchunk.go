@@ -195,11 +195,8 @@ func eachPartialOf(k, v []byte, pl int, fn func(key, val []byte) error) error {
 	return fn(k, v)
 }
 
-// runEntryAt is where the key group of k starts when k is an entry (not
-// the marker) of a run of the batch's scope; -1 when it is not one.
-func (b *Batch) runEntryAt(k []byte) int { return runEntryIn(k, b.scope) }
-
-// runEntryIn is runEntryAt for runs of scope.
+// runEntryIn is where the key group of k starts when k is an entry (not
+// the marker) of a run of scope; -1 when it is not one.
 func runEntryIn(k []byte, scope string) int {
 	pl := 1 + len(scope) + 1 // prefixGroup, scope, 0
 	if len(k) < pl+8+2+8+2 || k[0] != prefixGroup || k[pl-1] != 0 || string(k[1:pl-1]) != scope ||
