@@ -35,12 +35,20 @@ import (
 // A chunk's value: a version byte, then per partial
 //
 //	uvarint shared, uvarint n, the key's bytes after the shared ones (n),
-//	the delta id (16 bytes, as in keys), uvarint len(val), val
+//	the delta id (coded: see below), uvarint len(val), val
 //
 // where shared is the length of the prefix the key has in common with the
-// previous partial's (0 for the first).
+// previous partial's (0 for the first). In version 2 the id is coded
+// against the previous partial's (the first's against (0, 0)): a uvarint
+// 2*zigzag(Seq - previous Seq) when Gen is the previous one's, else 1
+// followed by Gen and Seq (8 bytes each, as in keys). A commit's partials
+// share their Gen and, written in key order, take consecutive Seqs: the id
+// takes a byte where it took 16, and a partial about half the bytes. So
+// run tables are not compressed (see Store's runOpts). Version 1 (the id's
+// 16 bytes as in keys) is still read: a node's disk may hold it.
 const (
-	chunkVersion = 1
+	chunkVersion1 = 1
+	chunkVersion  = 2
 	// chunkBytes ends a chunk: the close holds one chunk of each run in
 	// memory at a time.
 	chunkBytes = 16 << 10
@@ -52,12 +60,14 @@ func isChunkKG(stored uint16) bool { return !isDeltaKG(stored) }
 
 // chunkWriter builds one chunk at a time.
 type chunkWriter struct {
-	kg    uint16 // the chunk's key group (plain); valid while n > 0
-	n     int
-	key   []byte // the chunk's table key
-	val   []byte
-	prev  []byte // the last partial's key
-	flush func(key, val []byte) error
+	kg   uint16 // the chunk's key group (plain); valid while n > 0
+	n    int
+	key  []byte // the chunk's table key
+	val  []byte
+	prev []byte // the last partial's key
+	// gen and seq are the last partial's id.
+	gen, seq uint64
+	flush    func(key, val []byte) error
 }
 
 // add appends a partial of group (kg, key) with id idb (16 bytes); pre is
@@ -73,6 +83,7 @@ func (c *chunkWriter) add(pre []byte, kg uint16, key, idb, val []byte) error {
 		c.key = append(append(binary.BigEndian.AppendUint16(append(c.key[:0], pre...), kg), key...), idb...)
 		c.val = append(c.val[:0], chunkVersion)
 		c.prev = c.prev[:0]
+		c.gen, c.seq = 0, 0
 	}
 	shared := 0
 	for shared < len(key) && shared < len(c.prev) && key[shared] == c.prev[shared] {
@@ -81,12 +92,26 @@ func (c *chunkWriter) add(pre []byte, kg uint16, key, idb, val []byte) error {
 	c.val = binary.AppendUvarint(c.val, uint64(shared))
 	c.val = binary.AppendUvarint(c.val, uint64(len(key)-shared))
 	c.val = append(c.val, key[shared:]...)
-	c.val = append(c.val, idb...)
+	c.val = c.appendID(c.val, idb)
 	c.val = binary.AppendUvarint(c.val, uint64(len(val)))
 	c.val = append(c.val, val...)
 	c.prev = append(c.prev[:0], key...)
 	c.n++
 	return nil
+}
+
+// appendID codes id idb (16 bytes, as in keys) against the last one.
+func (c *chunkWriter) appendID(dst, idb []byte) []byte {
+	gen, seq := binary.BigEndian.Uint64(idb), binary.BigEndian.Uint64(idb[8:])
+	d := int64(seq - c.seq)
+	zz := uint64(d<<1) ^ uint64(d>>63)
+	if gen == c.gen && zz < 1<<63 {
+		dst = binary.AppendUvarint(dst, zz<<1)
+	} else {
+		dst = append(append(dst, 1), idb...)
+	}
+	c.gen, c.seq = gen, seq
+	return dst
 }
 
 // finish writes the chunk being built, if any.
@@ -99,19 +124,24 @@ func (c *chunkWriter) finish() error {
 }
 
 // chunkReader walks a chunk's partials; key, id and val are valid until
-// the next call of next (key is its own buffer, val in the chunk).
+// the next call of next (key and id are its own buffers, val in the
+// chunk).
 type chunkReader struct {
-	rest    []byte
-	key     []byte
-	id, val []byte
+	version  byte
+	rest     []byte
+	key      []byte
+	id, val  []byte
+	gen, seq uint64
+	idBuf    [deltaIDLen]byte
 }
 
 // reset starts reading chunk value v.
 func (r *chunkReader) reset(v []byte) error {
-	if len(v) == 0 || v[0] != chunkVersion {
+	if len(v) == 0 || (v[0] != chunkVersion && v[0] != chunkVersion1) {
 		return fmt.Errorf("%w: run chunk of an unknown version", errCorruptKey)
 	}
-	r.rest, r.key = v[1:], r.key[:0]
+	r.version, r.rest, r.key = v[0], v[1:], r.key[:0]
+	r.gen, r.seq = 0, 0
 	return nil
 }
 
@@ -133,10 +163,10 @@ func (r *chunkReader) next() (bool, error) {
 	b = b[n2:]
 	r.key = append(r.key[:shared], b[:n]...)
 	b = b[n:]
-	if len(b) < deltaIDLen {
-		return false, errCorruptKey
+	var err error
+	if b, err = r.readID(b); err != nil {
+		return false, err
 	}
-	r.id, b = b[:deltaIDLen], b[deltaIDLen:]
 	vn, n3 := binary.Uvarint(b)
 	if n3 <= 0 || vn > uint64(len(b)-n3) {
 		return false, errCorruptKey
@@ -144,6 +174,40 @@ func (r *chunkReader) next() (bool, error) {
 	b = b[n3:]
 	r.val, r.rest = b[:vn], b[vn:]
 	return true, nil
+}
+
+// readID reads a partial's id from b (see appendID) into r.id and returns
+// what follows it.
+func (r *chunkReader) readID(b []byte) ([]byte, error) {
+	if r.version == chunkVersion1 {
+		if len(b) < deltaIDLen {
+			return nil, errCorruptKey
+		}
+		r.id = b[:deltaIDLen]
+		return b[deltaIDLen:], nil
+	}
+	h, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, errCorruptKey
+	}
+	b = b[n:]
+	switch {
+	case h == 1:
+		if len(b) < deltaIDLen {
+			return nil, errCorruptKey
+		}
+		r.gen, r.seq = binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+		b = b[deltaIDLen:]
+	case h&1 == 0:
+		zz := h >> 1
+		r.seq += uint64(int64(zz>>1) ^ -int64(zz&1))
+	default:
+		return nil, errCorruptKey
+	}
+	binary.BigEndian.PutUint64(r.idBuf[:], r.gen)
+	binary.BigEndian.PutUint64(r.idBuf[8:], r.seq)
+	r.id = r.idBuf[:]
+	return b, nil
 }
 
 // chunkAt reports whether k, an entry of a run under runs prefix length

@@ -260,3 +260,86 @@ func TestRunChunks(t *testing.T) {
 		t.Fatalf("the standby keeps the closed window's runs:\n%.500s", d)
 	}
 }
+
+// TestChunkCoding: a chunk gives back each partial's key, id and value as
+// written, whatever the ids do from one partial to the next (the same
+// Gen, Seqs up, down, far apart or wrapping; a new Gen), and a chunk of
+// version 1 (ids whole, as the previous release wrote them) still reads.
+func TestChunkCoding(t *testing.T) {
+	type part struct {
+		key []byte
+		id  DeltaID
+		val []byte
+	}
+	ids := []DeltaID{{7, 0}, {7, 1}, {7, 2}, {7, 1}, {7, 1 << 40}, {7, 3}, {7, ^uint64(0)}, {7, 0},
+		{7, 1 << 63}, {7, 0}, {8, 5}, {8, 6}, {0, 0}, {^uint64(0), ^uint64(0) - 1}, {^uint64(0), 1}}
+	var parts []part
+	for i, id := range ids {
+		k := binary.BigEndian.AppendUint64([]byte{1, 'k'}, uint64(i/3)) // three partials a key
+		parts = append(parts, part{k, id, []byte(fmt.Sprintf("val%d", i))})
+	}
+	idBytes := func(id DeltaID) []byte { return appendDeltaKeyID(nil, id) }
+	pre := []byte("prefix")
+	read := func(version string, k, v []byte) {
+		t.Helper()
+		var got []part
+		if err := expandChunk(k, v, func(key, val []byte) error {
+			if !bytes.HasPrefix(key, binary.BigEndian.AppendUint16(bytes.Clone(pre), deltaKG(5))) {
+				t.Fatalf("%s: partial key %x outside its run and key group", version, key)
+			}
+			rest := key[len(pre)+2:]
+			id := DeltaID{binary.BigEndian.Uint64(rest[len(rest)-16:]), binary.BigEndian.Uint64(rest[len(rest)-8:])}
+			got = append(got, part{bytes.Clone(rest[:len(rest)-16]), id, bytes.Clone(val)})
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if len(got) != len(parts) {
+			t.Fatalf("%s: %d partials, want %d", version, len(got), len(parts))
+		}
+		for i := range parts {
+			if !bytes.Equal(got[i].key, parts[i].key) || got[i].id != parts[i].id || !bytes.Equal(got[i].val, parts[i].val) {
+				t.Fatalf("%s: partial %d is (%x, %v, %q), want (%x, %v, %q)", version, i,
+					got[i].key, got[i].id, got[i].val, parts[i].key, parts[i].id, parts[i].val)
+			}
+		}
+	}
+	var chunks [][2][]byte
+	w := chunkWriter{flush: func(k, v []byte) error {
+		chunks = append(chunks, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+		return nil
+	}}
+	for _, p := range parts {
+		if err := w.add(pre, 5, p.key, idBytes(p.id), p.val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 1 || chunks[0][1][0] != chunkVersion {
+		t.Fatalf("%d chunks, want one of version %d", len(chunks), chunkVersion)
+	}
+	read("version 2", chunks[0][0], chunks[0][1])
+	v1 := []byte{chunkVersion1}
+	var prev []byte
+	for _, p := range parts {
+		shared := 0
+		for shared < len(p.key) && shared < len(prev) && p.key[shared] == prev[shared] {
+			shared++
+		}
+		v1 = binary.AppendUvarint(binary.AppendUvarint(v1, uint64(shared)), uint64(len(p.key)-shared))
+		v1 = append(append(v1, p.key[shared:]...), idBytes(p.id)...)
+		v1 = append(binary.AppendUvarint(v1, uint64(len(p.val))), p.val...)
+		prev = p.key
+	}
+	read("version 1", chunks[0][0], v1)
+	// A Seq near the last one of the same Gen takes a byte or two where
+	// the id took 16 (most of these do).
+	if len(chunks[0][1]) > len(v1)-100 {
+		t.Fatalf("a version 2 chunk takes %d bytes, version 1 %d: ids not coded", len(chunks[0][1]), len(v1))
+	}
+	if err := expandChunk(chunks[0][0], append([]byte{chunkVersion}, 0, 1, 'x', 3), func(_, _ []byte) error { return nil }); err == nil {
+		t.Fatal("an id with an unknown tag read without error")
+	}
+}
