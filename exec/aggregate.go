@@ -50,6 +50,7 @@ type Aggregator struct {
 	wins     []int64
 	slots    []uint32
 	pkBuf    []byte
+	kgBuf    []uint16
 	keep     []bool
 	emitTab  *GroupTable // HOP: where a window's slices are merged to emit it
 	sessions *sessions   // SESSION: the open sessions of each key
@@ -129,6 +130,25 @@ func (a *Aggregator) rowGroup(pk *Vec, i int) uint16 {
 	}
 	a.pkBuf = PartitionKeyText(pk, i, a.pkBuf[:0])
 	return a.keyGroup(a.pkBuf)
+}
+
+// rowGroups is rowGroup of each of pk's first n rows (in a buffer reused
+// by the next call): in one pass for an integer key (state.IntGroups).
+func (a *Aggregator) rowGroups(pk *Vec, n int) []uint16 {
+	kgs := slices.Grow(a.kgBuf[:0], n)[:n]
+	a.kgBuf = kgs
+	if pk.T == types.Int && len(pk.I) >= n && (pk.Null == nil || len(pk.Null) >= n) {
+		var null []bool
+		if pk.Null != nil {
+			null = pk.Null[:n]
+		}
+		state.IntGroups(kgs, pk.I[:n], null, a.Partitions)
+		return kgs
+	}
+	for i := range kgs {
+		kgs[i] = a.rowGroup(pk, i)
+	}
+	return kgs
 }
 
 // newTable is an empty group table over fresh accumulators of the same

@@ -357,11 +357,15 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 		}
 	}
 	a.rows.Encode(keys, n)
+	var kgs []uint16
+	if a.PK >= 0 {
+		kgs = a.rowGroups(keys[a.PK], n)
+	}
 	for i := 0; i < n; i++ {
 		key := a.rows.Row(i)
 		var kg uint16
-		if a.PK >= 0 {
-			kg = a.rowGroup(keys[a.PK], i)
+		if kgs != nil {
+			kg = kgs[i]
 		}
 		var pre [16]byte
 		copy(pre[:], key)
