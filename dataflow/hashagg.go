@@ -655,6 +655,17 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 		return h.commitMerged(c, dels, cold)
 	}
 	w := &h.cache.writes
+	// The held rows' partials go from the aggregator to the commit's runs
+	// as they are folded, not through w.
+	held, err := h.agg.TakeHeld()
+	if err != nil {
+		return err
+	}
+	var src state.SortedPartials
+	if held != nil {
+		defer held.Close()
+		src = &heldSource{held: held, cache: h.cache}
+	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		if ref.Partial {
 			w.PutDelta(ref.Window, ref.KG, ref.Key, h.cache.nextDelta(), val)
@@ -667,7 +678,7 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.State.AbsorbSorted(p, w); err != nil {
+	if err := c.State.AbsorbSorted(p, w, src); err != nil {
 		return err
 	}
 	if err := h.deleteExpired(c, dels, cold); err != nil {
@@ -675,6 +686,23 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil
+}
+
+// heldSource gives a commit the aggregator's held partials, each with a
+// fresh id.
+type heldSource struct {
+	held  *exec.HeldPartials
+	cache *groupCache
+}
+
+func (s *heldSource) Len() int { return s.held.Len() }
+
+func (s *heldSource) Next(p *state.Partial) bool {
+	ref, val, ok := s.held.Next()
+	if ok {
+		*p = state.Partial{Window: ref.Window, KG: ref.KG, Key: ref.Key, ID: s.cache.nextDelta(), Val: val}
+	}
+	return ok
 }
 
 // Close releases the pending evictions and the task's cache share.

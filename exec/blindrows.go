@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -437,32 +438,73 @@ func (a *Aggregator) settle() error {
 }
 
 // flushBlind folds the held rows into one partial per group and hands
-// each to put, in (window, key group, key) order, then lets them go. Rows
-// of windows no longer cold (expired by ExpireCold: their rows were late)
-// are dropped.
+// each to put, in (window, key group, key) order, then lets them go.
 func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error {
-	h := a.held
-	if h == nil || len(h.ents) == 0 {
-		return nil
-	}
-	defer a.dropHeld()
-	ents := h.sort()
-	// Groups in sorted order take slots 0, 1, ...: row r folds into
-	// slots[r].
-	slots := make([]uint32, len(ents))
-	groups := 0
-	for k := range ents {
-		if k > 0 && h.compare(&ents[k-1], &ents[k]) != 0 {
-			groups++
-		}
-		slots[ents[k].row] = uint32(groups)
-	}
-	groups++
-	a.heldOff = len(ents) >= heldRowsPerGroup*groups
-	funcs, err := newFuncs(a.Specs)
-	if err != nil {
+	hp, err := a.TakeHeld()
+	if hp == nil || err != nil {
 		return err
 	}
+	defer hp.Close()
+	for {
+		ref, val, ok := hp.Next()
+		if !ok {
+			return nil
+		}
+		if err := put(ref, val); err != nil {
+			return fmt.Errorf("write held rows: %w", err)
+		}
+	}
+}
+
+// HeldPartials are the held rows folded into one partial per group, given
+// one at a time in store order (window, key group, key): a commit writes
+// them straight into its runs (state.SortedPartials) with no copy between.
+type HeldPartials struct {
+	a      *Aggregator
+	h      *blindRows
+	ents   []blindEnt
+	funcs  []agg.Func
+	groups int
+	k      int    // the next row to look at
+	s      uint32 // the slots passed: groups took slots in sorted order
+	// lastW and lastCold: the last row's window, and whether it is cold.
+	lastW          int64
+	lastCold, seen bool
+	scratch, kbuf  []byte
+	val            []byte
+}
+
+// TakeHeld sorts and folds the held rows (nil when there are none): rows
+// of the same group, sorted together, take the same fresh slot, and one
+// Update per aggregate folds them all. The aggregator holds no rows until
+// the partials' Close.
+func (a *Aggregator) TakeHeld() (*HeldPartials, error) {
+	h := a.held
+	if h == nil || len(h.ents) == 0 {
+		return nil, nil
+	}
+	a.held = nil
+	hp := &HeldPartials{a: a, h: h}
+	hp.ents = h.sort()
+	// Groups in sorted order take slots 0, 1, ...: row r folds into
+	// slots[r].
+	slots := make([]uint32, len(hp.ents))
+	groups := 0
+	for k := range hp.ents {
+		if k > 0 && h.compare(&hp.ents[k-1], &hp.ents[k]) != 0 {
+			groups++
+		}
+		slots[hp.ents[k].row] = uint32(groups)
+	}
+	groups++
+	hp.groups = groups
+	a.heldOff = len(hp.ents) >= heldRowsPerGroup*groups
+	funcs, err := newFuncs(a.Specs)
+	if err != nil {
+		hp.Close()
+		return nil, err
+	}
+	hp.funcs = funcs
 	for j, f := range funcs {
 		f.Grow(groups)
 		args := make([]arrow.Array, 0, len(h.args[j]))
@@ -474,46 +516,61 @@ func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error 
 			x.Release()
 		}
 	}
-	var scratch, kbuf []byte
-	s := uint32(0) // the group's slot: groups took slots in this order
-	lastW, lastCold, seen := int64(0), false, false
-	for k := range ents {
-		e := &ents[k]
-		if k+1 < len(ents) && h.compare(e, &ents[k+1]) == 0 {
+	return hp, nil
+}
+
+// Len is the number of groups: at most that many partials.
+func (hp *HeldPartials) Len() int { return hp.groups }
+
+// Next is the next group's partial (its key and value valid until the
+// next call); false at the end. Groups of windows no longer cold
+// (expired by ExpireCold: their rows were late) are skipped.
+func (hp *HeldPartials) Next() (StateRef, []byte, bool) {
+	for hp.k < len(hp.ents) {
+		k := hp.k
+		e := &hp.ents[k]
+		hp.k++
+		if k+1 < len(hp.ents) && hp.h.compare(e, &hp.ents[k+1]) == 0 {
 			continue // the group's last row names it
 		}
-		s++
-		if !seen || e.window != lastW { // rows come window by window
-			lastW, lastCold, seen = e.window, a.cold[e.window], true
+		hp.s++
+		if !hp.seen || e.window != hp.lastW { // rows come window by window
+			hp.lastW, hp.lastCold, hp.seen = e.window, hp.a.cold[e.window], true
 		}
-		if !lastCold {
+		if !hp.lastCold {
 			continue
 		}
-		a.encBuf = a.encBuf[:0]
-		for _, f := range funcs {
-			scratch = f.Encode(scratch[:0], s-1)
-			a.encBuf = appendLen(a.encBuf, scratch)
+		hp.val = hp.val[:0]
+		for _, f := range hp.funcs {
+			hp.scratch = f.Encode(hp.scratch[:0], hp.s-1)
+			hp.val = appendLen(hp.val, hp.scratch)
 		}
-		key := e.key(h.keys, kbuf)
+		key := e.key(hp.h.keys, hp.kbuf)
 		if e.klen <= 16 {
-			kbuf = key // its own buffer, not the held keys
+			hp.kbuf = key // its own buffer, not the held keys
 		}
-		if err := put(StateRef{KG: e.kg, Key: key, Window: e.window, Partial: true}, a.encBuf); err != nil {
-			return fmt.Errorf("write held rows: %w", err)
-		}
+		return StateRef{KG: e.kg, Key: key, Window: e.window, Partial: true}, hp.val, true
 	}
-	return nil
+	return StateRef{}, nil, false
+}
+
+// Close lets the held rows go; their buffers serve the next ones.
+func (hp *HeldPartials) Close() {
+	if hp.h == nil {
+		return
+	}
+	hp.a.dropHeld(hp.h)
+	hp.h, hp.ents, hp.funcs = nil, nil, nil
 }
 
 // dropHeld lets the held rows go. Their buffers are kept for the next
 // rows (their size is bounded by the limit); ones that outgrew it (a
 // burst written to the store) go.
-func (a *Aggregator) dropHeld() {
-	h := a.held
-	if h.bytes > a.bufLimit {
-		a.held = nil
+func (a *Aggregator) dropHeld(h *blindRows) {
+	if h.bytes > a.bufLimit || a.held != nil {
 		return
 	}
+	a.held = h
 	h.ents, h.keys, h.bytes = h.ents[:0], h.keys[:0], 0
 	h.kept = (cap(h.ents)+cap(h.spare))*int(unsafe.Sizeof(blindEnt{})) + cap(h.keys) +
 		cap(h.recs)*int(unsafe.Sizeof(keyRec{})) + 4*cap(h.counts)

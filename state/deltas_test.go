@@ -107,7 +107,7 @@ func testGroupDeltas(t *testing.T, runs bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.AbsorbSorted(none, &w); err != nil {
+	if err := b.AbsorbSorted(none, &w, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.runs != nil && len(b.runs.paths) == 2; got != runs {

@@ -100,7 +100,7 @@ func TestRunChunks(t *testing.T) {
 		}
 		b := st.NewScopedBatch("s", 0)
 		defer b.Close()
-		if err := b.AbsorbSorted(p, &w); err != nil {
+		if err := b.AbsorbSorted(p, &w, nil); err != nil {
 			t.Fatal(err)
 		}
 		sets, _ := changes(b.EachChange)

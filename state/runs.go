@@ -98,6 +98,7 @@ type runWriter struct {
 	wins   []int64 // the window of each table in paths
 	marks  [][]byte
 	kbuf   []byte
+	idb    []byte
 	chunk  chunkWriter
 }
 
@@ -110,7 +111,8 @@ const (
 	runFileSuffix = ".sst.tmp"
 )
 
-func (r *runWriter) add(window int64, classicKey, val []byte, pl int) error {
+// start makes sure the table being written is window's.
+func (r *runWriter) start(window int64) error {
 	if r.w == nil || window != r.window {
 		if err := r.finish(); err != nil {
 			return err
@@ -131,6 +133,15 @@ func (r *runWriter) add(window int64, classicKey, val []byte, pl int) error {
 		r.marks = append(r.marks, mark)
 		r.kbuf = append(r.kbuf[:0], mark...)
 	}
+	return nil
+}
+
+// add adds the partial whose classic key (deltas.go, under a stream
+// prefix of length pl) is classicKey to window's table.
+func (r *runWriter) add(window int64, classicKey, val []byte, pl int) error {
+	if err := r.start(window); err != nil {
+		return err
+	}
 	// classicKey is (prefix, window, stored key group, key, id): the
 	// partial goes into a chunk (runchunk.go) under the run's prefix.
 	rest := classicKey[pl+8:]
@@ -139,6 +150,19 @@ func (r *runWriter) add(window int64, classicKey, val []byte, pl int) error {
 	}
 	kg := realKG(binary.BigEndian.Uint16(rest))
 	if err := r.chunk.add(r.kbuf, kg, rest[2:len(rest)-deltaIDLen], rest[len(rest)-deltaIDLen:], val); err != nil {
+		return fmt.Errorf("write a run of %s: %w", r.scope, err)
+	}
+	return nil
+}
+
+// addPartial is add of the partial (kg, key, id) of window, given as its
+// parts rather than its key.
+func (r *runWriter) addPartial(window int64, kg uint16, key []byte, id DeltaID, val []byte) error {
+	if err := r.start(window); err != nil {
+		return err
+	}
+	r.idb = appendDeltaKeyID(r.idb[:0], id)
+	if err := r.chunk.add(r.kbuf, kg, key, r.idb, val); err != nil {
 		return fmt.Errorf("write a run of %s: %w", r.scope, err)
 	}
 	return nil

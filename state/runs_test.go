@@ -35,7 +35,7 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 		}
 		b := st.NewScopedBatch("s", 0)
 		defer b.Close()
-		if err := b.AbsorbSorted(p, &w); err != nil {
+		if err := b.AbsorbSorted(p, &w, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.PutPartition(0, PartitionMeta{Offset: offset}); err != nil {
@@ -148,7 +148,7 @@ func TestWindowRunsBounded(t *testing.T) {
 			w.PutDelta(7, 1, []byte{1, byte(n)}, DeltaID{Seq: uint64(n)}, []byte("x"))
 			n++
 			b := st.NewScopedBatch("s", 0)
-			if err := b.AbsorbSorted(p, &w); err != nil {
+			if err := b.AbsorbSorted(p, &w, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := b.Commit(); err != nil {

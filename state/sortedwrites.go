@@ -268,16 +268,42 @@ func (w *GroupWrites) bucket() {
 	w.spareArena, w.arena = w.arena, arena
 }
 
-// AbsorbSorted is Absorb that also writes w, the pending groups and w's
-// merged in key order (of a key in both, the pending one first: w's is
-// newer and wins), and empties both. When the commit holds at least
-// Options.MinRunPartials partials and p's runs are open (OpenRuns), its partials
-// go to runs (runs.go), one table per window, ingested when the batch
-// commits; the batch holds the groups and the runs' markers.
-func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
+// SortedPartials are partials (deltas.go) that come in store order
+// (window, key group, key, id) without being copied into a GroupWrites: a
+// cached aggregation's held rows, folded at the commit (exec's
+// blindrows.go), at 10^7 keys nearly all of a commit's writes.
+type SortedPartials interface {
+	// Len is how many partials there are at most.
+	Len() int
+	// Next sets *p to the next partial (its key and value valid until the
+	// next call), false at the end.
+	Next(p *Partial) bool
+}
+
+// Partial is a partial of the group (KG, Key) of Window.
+type Partial struct {
+	Window int64
+	KG     uint16 // the group's key group (not a stored one)
+	Key    []byte
+	ID     DeltaID
+	Val    []byte
+}
+
+// AbsorbSorted is Absorb that also writes w and held (nil: none), the
+// pending groups, w's and held's merged in key order (of a key in both
+// the pending and w, the pending one first: w's is newer and wins), and
+// empties the pending and w. When the commit holds at least
+// Options.MinRunPartials partials and p's runs are open (OpenRuns), its
+// partials go to runs (runs.go), one table per window, ingested when the
+// batch commits; the batch holds the groups and the runs' markers.
+func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites, held SortedPartials) error {
 	w.sort()
+	nheld := 0
+	if held != nil {
+		nheld = held.Len()
+	}
 	var r *runWriter
-	if p.runsOpen && p.deltas+w.deltas >= b.s.minRun {
+	if p.runsOpen && p.deltas+w.deltas+nheld >= b.s.minRun {
 		if b.runs == nil {
 			b.runs = &runWriter{s: b.s}
 		}
@@ -292,18 +318,26 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 	}
 	pl := len(p.stream) + 2
 	oldest, wrote := int64(0), false
+	// toRun reports whether a partial of window goes to its run.
+	toRun := func(window int64) bool {
+		if r == nil {
+			return false
+		}
+		if !wrote || window < oldest {
+			oldest, wrote = window, true
+		}
+		switch {
+		case r.w != nil && r.window == window: // the window's run goes on
+			return true
+		case p.runsIn[window] < maxWindowRuns:
+			p.runsIn[window]++
+			return true
+		}
+		return false
+	}
 	put := func(k, v []byte, window int64, storedKG uint16) error {
-		if r != nil && isDeltaKG(storedKG) && storedKG != runKG {
-			if !wrote || window < oldest {
-				oldest, wrote = window, true
-			}
-			switch {
-			case r.w != nil && r.window == window: // the window's run goes on
-				return r.add(window, k, v, pl)
-			case p.runsIn[window] < maxWindowRuns:
-				p.runsIn[window]++
-				return r.add(window, k, v, pl)
-			}
+		if isDeltaKG(storedKG) && storedKG != runKG && toRun(window) {
+			return r.add(window, k, v, pl)
 		}
 		return b.b.Set(k, v, nil)
 	}
@@ -330,15 +364,55 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 		}
 		return put(k, it.Value(), window, kg)
 	}
-	for _, rec := range w.order {
-		e := &w.ents[rec.i]
-		k := w.storeKey(p.stream, e)
+	// pendingTo writes the pending entries up to k (inclusive).
+	pendingTo := func(k []byte) error {
 		for ; valid && bytes.Compare(it.Key(), k) <= 0; valid = it.Next() {
 			if err := putPending(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var hp Partial
+	heldOK := held != nil && held.Next(&hp)
+	// putHeld writes the held partial hp (and the pending entries before
+	// it), then moves to the next. Its store key is built only to compare
+	// with pending entries or to go into the batch: into a run it goes
+	// as its parts.
+	putHeld := func() error {
+		if valid {
+			b.hkey = appendDeltaKey(b.hkey[:0], p.stream, hp.Window, hp.KG, hp.Key, hp.ID)
+			if err := pendingTo(b.hkey); err != nil {
+				return err
+			}
+		}
+		var err error
+		if toRun(hp.Window) {
+			err = r.addPartial(hp.Window, hp.KG, hp.Key, hp.ID, hp.Val)
+		} else {
+			b.hkey = appendDeltaKey(b.hkey[:0], p.stream, hp.Window, hp.KG, hp.Key, hp.ID)
+			err = b.b.Set(b.hkey, hp.Val, nil)
+		}
+		heldOK = held.Next(&hp)
+		return err
+	}
+	for _, rec := range w.order {
+		e := &w.ents[rec.i]
+		for heldOK && w.compareHeld(e, &hp) > 0 {
+			if err := putHeld(); err != nil {
 				return fail(err)
 			}
 		}
+		k := w.storeKey(p.stream, e)
+		if err := pendingTo(k); err != nil {
+			return fail(err)
+		}
 		if err := put(k, w.bytes(e.val), e.window, e.kg); err != nil {
+			return fail(err)
+		}
+	}
+	for heldOK {
+		if err := putHeld(); err != nil {
 			return fail(err)
 		}
 	}
@@ -376,6 +450,23 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites) error {
 	}
 	w.reset()
 	return nil
+}
+
+// compareHeld orders write e against held partial h as their store keys.
+func (w *GroupWrites) compareHeld(e *groupWrite, h *Partial) int {
+	if c := stdcmp.Compare(e.window, h.Window); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(e.kg, deltaKG(h.KG)); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(w.bytes(e.key), h.Key); c != 0 {
+		return c
+	}
+	if c := stdcmp.Compare(e.id.Gen, h.ID.Gen); c != 0 {
+		return c
+	}
+	return stdcmp.Compare(e.id.Seq, h.ID.Seq)
 }
 
 // keepWrites is the most memory GroupWrites keeps from one commit to the

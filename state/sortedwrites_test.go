@@ -5,22 +5,42 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
-// TestAbsorbSorted: pending groups and a commit's writes (groups and
-// partials, windows of both signs, the NULL key's group) go into the batch
-// merged in store-key order, a key in both keeps the commit's value, and
-// what is stored afterwards is exactly what was written.
+// TestAbsorbSorted: pending groups, a commit's writes (groups and
+// partials, windows of both signs, the NULL key's group) and held
+// partials (SortedPartials) go into the batch merged in store-key order, a
+// key in both the pending and the writes keeps the commit's value, and
+// what is stored afterwards is exactly what was written; with runs open,
+// the partials of all three are what the window's close reads.
 func TestAbsorbSorted(t *testing.T) {
 	// 3,000 writes are sorted whole, 40,000 bucketed first (sort).
 	for _, n := range []int{3000, 40000} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) { testAbsorbSorted(t, n) })
+		for _, runs := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/runs=%v", n, runs), func(t *testing.T) { testAbsorbSorted(t, n, runs) })
+		}
 	}
 }
 
-func testAbsorbSorted(t *testing.T, n int) {
-	st, err := Open(t.TempDir(), nil)
+// heldSlice gives partials in the order they are in.
+type heldSlice struct{ ps []Partial }
+
+func (h *heldSlice) Len() int { return len(h.ps) }
+
+func (h *heldSlice) Next(p *Partial) bool {
+	if len(h.ps) == 0 {
+		return false
+	}
+	*p, h.ps = h.ps[0], h.ps[1:]
+	return true
+}
+
+func testAbsorbSorted(t *testing.T, n int, runs bool) {
+	st, err := Open(t.TempDir(), nil, Options{MinRunPartials: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +48,17 @@ func testAbsorbSorted(t *testing.T, n int) {
 	scope := Scope("s", 0)
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := st.NewPending(scope)
+	if runs {
+		p.Close()
+		p = runsPending(t, st, scope)
+	}
 	defer p.Close()
+	var held []Partial
+	// partials: each window's as its close reads them ("kg/key=val").
+	partials := map[int64][]string{}
+	partial := func(win int64, kg uint16, k []byte, v string) {
+		partials[win] = append(partials[win], fmt.Sprintf("%d/%x=%s", kg, k, v))
+	}
 	var w GroupWrites
 	// A commit's writes are newer than anything evicted before it: of a
 	// key in both, the write is what must be stored.
@@ -42,7 +72,7 @@ func testAbsorbSorted(t *testing.T, n int) {
 		}
 		k := key(rng.IntN(n / 6))
 		v := fmt.Sprintf("v%d", i)
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0: // evicted
 			if err := p.Put(win, kg, k, []byte(v)); err != nil {
 				t.Fatal(err)
@@ -54,25 +84,53 @@ func testAbsorbSorted(t *testing.T, n int) {
 				t.Fatal(err)
 			}
 			pend[string(appendDeltaKey(nil, scope, win, kg, k, id))] = v
+			partial(win, kg, k, v)
 		case 2: // changed group (once per commit, as Changes lists it)
 			if _, dup := wrote[string(GroupKey(scope, win, kg, k))]; dup {
 				continue
 			}
 			w.Put(win, kg, k, []byte(v))
 			wrote[string(GroupKey(scope, win, kg, k))] = v
-		default: // changed blind group's partial
+		case 3: // changed blind group's partial
 			id := DeltaID{Gen: 9, Seq: uint64(i)}
 			w.PutDelta(win, kg, k, id, []byte(v))
 			wrote[string(appendDeltaKey(nil, scope, win, kg, k, id))] = v
+			partial(win, kg, k, v)
+		default: // a held row's partial
+			id := DeltaID{Gen: 9, Seq: uint64(i)}
+			held = append(held, Partial{Window: win, KG: kg, Key: k, ID: id, Val: []byte(v)})
+			wrote[string(appendDeltaKey(nil, scope, win, kg, k, id))] = v
+			partial(win, kg, k, v)
 		}
 	}
+	slices.SortFunc(held, func(x, y Partial) int {
+		return bytes.Compare(appendDeltaKey(nil, scope, x.Window, x.KG, x.Key, x.ID), appendDeltaKey(nil, scope, y.Window, y.KG, y.Key, y.ID))
+	})
 	want := pend
 	for k, v := range wrote {
 		want[k] = v
 	}
 	b := st.NewScopedBatch("s", 0)
-	if err := b.AbsorbSorted(p, &w); err != nil {
+	if err := b.AbsorbSorted(p, &w, &heldSlice{held}); err != nil {
 		t.Fatal(err)
+	}
+	if runs {
+		if b.runs == nil || len(b.runs.paths) != 3 {
+			t.Fatal("not a run per window")
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for win, want := range partials {
+			slices.Sort(want) // a group's partials by value, as scanPartials
+			slices.SortStableFunc(want, func(x, y string) int {
+				return cmpGroupOf(x, y)
+			})
+			if got := scanPartials(t, st, scope, win); !slices.Equal(got, want) {
+				t.Fatalf("window %d: the close reads %d partials, want %d\n got %v\nwant %v", win, len(got), len(want), got, want)
+			}
+		}
+		return
 	}
 	var prev []byte
 	if err := b.EachChange(func(k, _ []byte) error {
@@ -102,4 +160,20 @@ func testAbsorbSorted(t *testing.T, n int) {
 			t.Fatalf("key %x: stored %q, want %q", k, got[k], v)
 		}
 	}
+}
+
+// cmpGroupOf orders "kg/key=val" strings by (key group, key), as the
+// store orders groups (the NULL key's group last).
+func cmpGroupOf(x, y string) int {
+	kgOf := func(s string) (int, string) {
+		i := strings.IndexByte(s, '/')
+		kg, _ := strconv.Atoi(s[:i])
+		return kg, s[i+1 : strings.IndexByte(s, '=')]
+	}
+	xk, xkey := kgOf(x)
+	yk, ykey := kgOf(y)
+	if xk != yk {
+		return xk - yk
+	}
+	return strings.Compare(xkey, ykey) // hex of keys of one length
 }

@@ -303,6 +303,7 @@ type Batch struct {
 	// chunkDels are the run chunks the batch deletes (deleteRun), by
 	// key: the changelog logs the deletion of each of their partials.
 	chunkDels map[string][]byte
+	hkey      []byte // AbsorbSorted's key of a held partial
 }
 
 // NewBatch starts a batch for stream (accumulators and groups under that
