@@ -664,7 +664,8 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	var src state.SortedPartials
 	if held != nil {
 		defer held.Close()
-		src = &heldSource{held: held, cache: h.cache}
+		held.NextID = h.cache.nextDelta
+		src = held
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		if ref.Partial {
@@ -686,23 +687,6 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	}
 	h.env.Metrics.OpenGroups.WithLabelValues(h.env.Name, strconv.Itoa(int(h.env.Partition))).Set(float64(h.agg.Table.Len()))
 	return nil
-}
-
-// heldSource gives a commit the aggregator's held partials, each with a
-// fresh id.
-type heldSource struct {
-	held  *exec.HeldPartials
-	cache *groupCache
-}
-
-func (s *heldSource) Len() int { return s.held.Len() }
-
-func (s *heldSource) Next(p *state.Partial) bool {
-	ref, val, ok := s.held.Next()
-	if ok {
-		*p = state.Partial{Window: ref.Window, KG: ref.KG, Key: ref.Key, ID: s.cache.nextDelta(), Val: val}
-	}
-	return ok
 }
 
 // Close releases the pending evictions and the task's cache share.

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -168,23 +169,19 @@ type keyRec struct {
 }
 
 // sortBucket sorts the rows of one (window, key group) bucket by key,
-// using tmp (as long) as scratch. A bucket of many rows is radix-sorted on
-// the bytes of w0 and w1 that vary in it (a stable pass per byte, least
-// significant first: for random 8-byte keys, half the CPU of a comparison
-// sort); keys longer than 16 bytes that share their first 16 are then
-// sorted among themselves.
+// using tmp (as long) as scratch, on 24-byte records of the key's first
+// 16 bytes (w0, w1) rather than the rows themselves: a bucket of many rows
+// by radix (msdSort), a few by comparison; keys longer than 16 bytes that
+// share their first 16 are then sorted among themselves.
 func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
 	n := len(rows)
 	recs := slices.Grow(h.recs[:0], 2*n)[:2*n]
 	h.recs = recs
-	src, dst := recs[:n], recs[n:]
+	src, scratch := recs[:n], recs[n:]
 	long := false
-	var diff0, diff1 uint64
 	for i := range rows {
 		src[i] = keyRec{w: [2]uint64{rows[i].w0, rows[i].w1}, i: uint32(i)}
 		long = long || rows[i].klen > 16
-		diff0 |= rows[i].w0 ^ rows[0].w0
-		diff1 |= rows[i].w1 ^ rows[0].w1
 	}
 	cmp := func(x, y keyRec) int {
 		if x.w[0] != y.w[0] {
@@ -195,51 +192,84 @@ func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
 		}
 		return h.compare(&rows[x.i], &rows[y.i])
 	}
-	if n < 256 {
-		slices.SortFunc(src, cmp)
-	} else {
-		for d := 0; d < 16; d++ { // byte d from the least significant end of (w0, w1)
-			word, diff := 1, diff1
-			if d >= 8 {
-				word, diff = 0, diff0
+	msdSort(src, scratch, 0)
+	if long {
+		for lo := 0; lo < n; {
+			hi := lo + 1
+			for hi < n && src[hi].w == src[lo].w {
+				hi++
 			}
-			shift := uint(8 * (d % 8))
-			if (diff>>shift)&0xff == 0 {
-				continue // the same in every row
+			if hi-lo > 1 {
+				slices.SortFunc(src[lo:hi], cmp)
 			}
-			var pos [256]uint32
-			for i := range src {
-				pos[byte(src[i].w[word]>>shift)]++
-			}
-			sum := uint32(0)
-			for b := range pos {
-				c := pos[b]
-				pos[b] = sum
-				sum += c
-			}
-			for i := range src {
-				b := byte(src[i].w[word] >> shift)
-				dst[pos[b]] = src[i]
-				pos[b]++
-			}
-			src, dst = dst, src
-		}
-		if long {
-			for lo := 0; lo < n; {
-				hi := lo + 1
-				for hi < n && src[hi].w == src[lo].w {
-					hi++
-				}
-				if hi-lo > 1 {
-					slices.SortFunc(src[lo:hi], cmp)
-				}
-				lo = hi
-			}
+			lo = hi
 		}
 	}
 	copy(tmp, rows)
 	for k, r := range src {
 		rows[k] = tmp[r.i]
+	}
+}
+
+// msdSmall is the most records msdSort sorts by insertion.
+const msdSmall = 32
+
+// msdSort sorts recs by (w0, w1) from key byte d on (0: w0's most
+// significant), using scratch (as long): one counting pass on the most
+// significant byte that varies among them spreads them over up to 256
+// parts, each then sorted alone the same way, down to parts of a few
+// records sorted by insertion. A bucket holds the keys of one key group,
+// spread over the key space: for random 8-byte keys one pass leaves parts
+// of a few records (where sorting from the least significant byte took a
+// pass per byte, eight, each with its own 256 counts to sum).
+func msdSort(recs, scratch []keyRec, d int) {
+	if len(recs) <= msdSmall {
+		for i := 1; i < len(recs); i++ {
+			x := recs[i]
+			j := i
+			for ; j > 0 && (x.w[0] < recs[j-1].w[0] || x.w[0] == recs[j-1].w[0] && x.w[1] < recs[j-1].w[1]); j-- {
+				recs[j] = recs[j-1]
+			}
+			recs[j] = x
+		}
+		return
+	}
+	var diff0, diff1 uint64
+	for i := range recs {
+		diff0 |= recs[i].w[0] ^ recs[0].w[0]
+		diff1 |= recs[i].w[1] ^ recs[0].w[1]
+	}
+	byteAt := func(r *keyRec, d int) byte { return byte(r.w[d>>3] >> (56 - 8*(d&7))) }
+	for ; d < 16; d++ {
+		diff := diff0
+		if d >= 8 {
+			diff = diff1
+		}
+		if byte(diff>>(56-8*(d&7))) != 0 {
+			break
+		}
+	}
+	if d == 16 {
+		return // all equal in their first 16 bytes (sortBucket sorts longer keys)
+	}
+	var pos [257]uint32
+	for i := range recs {
+		pos[int(byteAt(&recs[i], d))+1]++
+	}
+	for b := 1; b <= 256; b++ {
+		pos[b] += pos[b-1]
+	}
+	next := pos
+	for i := range recs {
+		b := byteAt(&recs[i], d)
+		scratch[next[b]] = recs[i]
+		next[b]++
+	}
+	copy(recs, scratch[:len(recs)])
+	for b := 0; b < 256; b++ {
+		if lo, hi := pos[b], pos[b+1]; hi-lo > 1 {
+			msdSort(recs[lo:hi], scratch[lo:hi], d+1)
+		}
 	}
 }
 
@@ -445,21 +475,22 @@ func (a *Aggregator) flushBlind(put func(ref StateRef, val []byte) error) error 
 		return err
 	}
 	defer hp.Close()
-	for {
-		ref, val, ok := hp.Next()
-		if !ok {
-			return nil
-		}
-		if err := put(ref, val); err != nil {
+	var p state.Partial
+	for hp.Next(&p) {
+		if err := put(StateRef{KG: p.KG, Key: p.Key, Window: p.Window, Partial: true}, p.Val); err != nil {
 			return fmt.Errorf("write held rows: %w", err)
 		}
 	}
+	return nil
 }
 
 // HeldPartials are the held rows folded into one partial per group, given
 // one at a time in store order (window, key group, key): a commit writes
-// them straight into its runs (state.SortedPartials) with no copy between.
+// them straight into its runs (as state.SortedPartials) with no copy
+// between.
 type HeldPartials struct {
+	// NextID names each partial (nil: the zero id).
+	NextID func() state.DeltaID
 	a      *Aggregator
 	h      *blindRows
 	ents   []blindEnt
@@ -522,10 +553,10 @@ func (a *Aggregator) TakeHeld() (*HeldPartials, error) {
 // Len is the number of groups: at most that many partials.
 func (hp *HeldPartials) Len() int { return hp.groups }
 
-// Next is the next group's partial (its key and value valid until the
-// next call); false at the end. Groups of windows no longer cold
+// Next sets *p to the next group's partial (its key and value valid until
+// the next call); false at the end. Groups of windows no longer cold
 // (expired by ExpireCold: their rows were late) are skipped.
-func (hp *HeldPartials) Next() (StateRef, []byte, bool) {
+func (hp *HeldPartials) Next(p *state.Partial) bool {
 	for hp.k < len(hp.ents) {
 		k := hp.k
 		e := &hp.ents[k]
@@ -549,9 +580,13 @@ func (hp *HeldPartials) Next() (StateRef, []byte, bool) {
 		if e.klen <= 16 {
 			hp.kbuf = key // its own buffer, not the held keys
 		}
-		return StateRef{KG: e.kg, Key: key, Window: e.window, Partial: true}, hp.val, true
+		p.Window, p.KG, p.Key, p.Val = e.window, e.kg, key, hp.val
+		if hp.NextID != nil {
+			p.ID = hp.NextID()
+		}
+		return true
 	}
-	return StateRef{}, nil, false
+	return false
 }
 
 // Close lets the held rows go; their buffers serve the next ones.

@@ -184,9 +184,11 @@ func testHeldRows(t *testing.T, pk int) {
 			if batch >= 40 {
 				key = rng.IntN(24) // few keys: many rows a group
 			}
-			switch key % 4 {
+			switch key % 5 {
 			case 0:
 				cols[0].S[i] = fmt.Sprint(key)
+			case 4: // keys that differ only past their first 8 bytes
+				cols[0].S[i] = fmt.Sprintf("w1%010d", key)
 			case 1:
 				cols[0].S[i] = long + fmt.Sprint(key)
 			case 2:
