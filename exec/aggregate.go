@@ -350,12 +350,8 @@ func (a *Aggregator) emitRows(t *GroupTable, slots []uint32, keyOf func(uint32) 
 		aggCols[j] = newVec(f.ResultType(), n)
 	}
 	for i, s := range slots {
-		vals, err := DecodeKey(keyOf(s), a.KeyTypes)
-		if err != nil {
+		if err := DecodeKeyInto(keyOf(s), a.KeyTypes, keyCols, i); err != nil {
 			return nil, err
-		}
-		for j, v := range vals {
-			setValue(keyCols[j], i, v)
 		}
 		for j, f := range t.Aggs {
 			setValue(aggCols[j], i, f.Result(s))

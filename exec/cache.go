@@ -574,8 +574,9 @@ func (cw *coldWindow) next() (*Batch, error) {
 		if lo == nil {
 			break
 		}
-		kg, key := lo.kg, slices.Clone(lo.key)
-		dst := t.Slot(cw.start, key, kg)
+		kg := lo.kg
+		dst := t.AppendSlot(cw.start, lo.key, kg)
+		key := t.Key(dst) // lo's own is overwritten as it moves on
 		slots = append(slots, dst)
 		for _, s := range cw.srcs {
 			for s.ok && s.kg == kg && bytes.Equal(s.key, key) {
@@ -656,12 +657,8 @@ func (a *Aggregator) KeyColumns(keys [][]byte) (*Batch, error) {
 		out.Cols[j] = newVec(kt, len(keys))
 	}
 	for i, k := range keys {
-		vals, err := DecodeKey(k, a.KeyTypes)
-		if err != nil {
+		if err := DecodeKeyInto(k, a.KeyTypes, out.Cols, i); err != nil {
 			return nil, err
-		}
-		for j, v := range vals {
-			setValue(out.Cols[j], i, v)
 		}
 	}
 	return out, nil

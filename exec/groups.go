@@ -167,6 +167,16 @@ func (t *GroupTable) Slot(window int64, key []byte, kg uint16) uint32 {
 	return s
 }
 
+// AppendSlot is a slot for the group (window, key), known to be new to
+// the table, in key group kg: one of the window's slots (Key, CloseWindow)
+// but not in its key table, so Lookup never finds it. A cold window's
+// close, whose groups come once each in order, needs no hash table.
+func (t *GroupTable) AppendSlot(window int64, key []byte, kg uint16) uint32 {
+	s := t.newSlot(window, t.window(window), key)
+	t.meta[s].KG = kg
+	return s
+}
+
 func (t *GroupTable) newSlot(window int64, g *windowGroups, key []byte) uint32 {
 	var s uint32
 	if n := len(t.free); n > 0 {

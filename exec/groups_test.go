@@ -68,8 +68,17 @@ func TestRowKeysMatchAppendKey(t *testing.T) {
 					if got := rk.Row(i); string(got) != string(want) {
 						t.Fatalf("row %d of %d: got %x want %x", i, n, got, want)
 					}
-					if _, err := DecodeKey(want, ts); err != nil {
+					back := make([]*Vec, len(ts))
+					for j, typ := range ts {
+						back[j] = newVec(typ, 1)
+					}
+					if err := DecodeKeyInto(want, ts, back, 0); err != nil {
 						t.Fatalf("row %d: decode: %v", i, err)
+					}
+					for j := range ts {
+						if g, w := fmt.Sprintf("%#v", back[j].Value(0)), fmt.Sprintf("%#v", cols[j].Value(i)); g != w {
+							t.Fatalf("row %d, key column %d: decoded %v, want %v", i, j, g, w)
+						}
 					}
 				}
 			}

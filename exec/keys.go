@@ -39,52 +39,53 @@ func AppendKey(dst []byte, cols []*Vec, i int) []byte {
 
 var errBadKey = errors.New("exec: corrupt group key")
 
-// DecodeKey reads a key written by AppendKey back into Go values.
-func DecodeKey(key []byte, ts []types.Type) ([]any, error) {
-	out := make([]any, len(ts))
+// DecodeKeyInto reads a key written by AppendKey back into row i of cols
+// (one per key column, of the types ts): straight into the columns, since
+// a window's close decodes a key per group emitted (at 10^7 groups, a
+// slice of boxed values per key was a sixth of the close's CPU).
+func DecodeKeyInto(key []byte, ts []types.Type, cols []*Vec, i int) error {
 	for j, t := range ts {
 		if len(key) == 0 {
-			return nil, errBadKey
+			return errBadKey
 		}
 		tag := key[0]
 		key = key[1:]
+		c := cols[j]
 		if tag == 0 {
+			c.ensureNull()[i] = true
 			continue
 		}
 		switch t {
 		case types.Int, types.Timestamp:
 			if len(key) < 8 {
-				return nil, errBadKey
+				return errBadKey
 			}
-			v := int64(binary.BigEndian.Uint64(key))
-			if t == types.Timestamp {
-				out[j] = types.MillisTime(v)
-			} else {
-				out[j] = v
-			}
+			c.I[i] = int64(binary.BigEndian.Uint64(key))
 			key = key[8:]
 		case types.Double:
 			if len(key) < 8 {
-				return nil, errBadKey
+				return errBadKey
 			}
-			out[j] = math.Float64frombits(binary.BigEndian.Uint64(key))
+			c.F[i] = math.Float64frombits(binary.BigEndian.Uint64(key))
 			key = key[8:]
 		case types.Bool:
 			if len(key) < 1 {
-				return nil, errBadKey
+				return errBadKey
 			}
-			out[j] = key[0] == 1
+			c.B[i] = key[0] == 1
 			key = key[1:]
 		case types.Text:
 			l, n := binary.Uvarint(key)
 			if n <= 0 || uint64(len(key)-n) < l {
-				return nil, errBadKey
+				return errBadKey
 			}
-			out[j] = string(key[n : n+int(l)])
+			c.S[i] = string(key[n : n+int(l)])
 			key = key[n+int(l):]
+		default: // a type AppendKey writes no value of
+			c.ensureNull()[i] = true
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // PartitionKeyText is a partition-key value as the bytes Kafka hashes: the
