@@ -25,7 +25,7 @@ func randomKeyBatch(rng *rand.Rand, ts []types.Type, n, domain int) []*Vec {
 			}
 			x := rng.IntN(domain)
 			switch t {
-			case types.Int, types.Timestamp:
+			case types.Int, types.Timestamp, types.Interval:
 				v.I[i] = int64(x) - int64(domain/2)
 			case types.Double:
 				v.F[i] = float64(x) / 4
@@ -54,6 +54,7 @@ func TestRowKeysMatchAppendKey(t *testing.T) {
 		{types.Text},
 		{types.Double, types.Bool},
 		{types.Text, types.Int, types.Timestamp},
+		{types.Interval, types.Text},
 		{types.Bool, types.Text, types.Text},
 	}
 	rng := rand.New(rand.NewPCG(7, 7))

@@ -19,7 +19,7 @@ func AppendKey(dst []byte, cols []*Vec, i int) []byte {
 		}
 		dst = append(dst, 1)
 		switch c.T {
-		case types.Int, types.Timestamp:
+		case types.Int, types.Timestamp, types.Interval:
 			dst = binary.BigEndian.AppendUint64(dst, uint64(c.I[i]))
 		case types.Double:
 			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(c.F[i]))
@@ -56,7 +56,7 @@ func DecodeKeyInto(key []byte, ts []types.Type, cols []*Vec, i int) error {
 			continue
 		}
 		switch t {
-		case types.Int, types.Timestamp:
+		case types.Int, types.Timestamp, types.Interval:
 			if len(key) < 8 {
 				return errBadKey
 			}
@@ -81,8 +81,8 @@ func DecodeKeyInto(key []byte, ts []types.Type, cols []*Vec, i int) error {
 			}
 			c.S[i] = string(key[n : n+int(l)])
 			key = key[n+int(l):]
-		default: // a type AppendKey writes no value of
-			c.ensureNull()[i] = true
+		default:
+			return errBadKey
 		}
 	}
 	return nil
