@@ -501,7 +501,7 @@ type HeldPartials struct {
 	// lastW and lastCold: the last row's window, and whether it is cold.
 	lastW          int64
 	lastCold, seen bool
-	scratch, kbuf  []byte
+	kbuf           []byte
 	val            []byte
 }
 
@@ -573,8 +573,7 @@ func (hp *HeldPartials) Next(p *state.Partial) bool {
 		}
 		hp.val = hp.val[:0]
 		for _, f := range hp.funcs {
-			hp.scratch = f.Encode(hp.scratch[:0], hp.s-1)
-			hp.val = appendLen(hp.val, hp.scratch)
+			hp.val = appendEncoded(hp.val, f, hp.s-1)
 		}
 		key := e.key(hp.h.keys, hp.kbuf)
 		if e.klen <= 16 {

@@ -25,8 +25,6 @@ type GroupTable struct {
 	ref  []bool
 	hand uint32 // the eviction clock's position
 
-	encScratch []byte
-
 	// the window of the previous lookup: rows of a batch mostly share one
 	lastW     int64
 	lastGroup *windowGroups
@@ -254,8 +252,7 @@ func (t *GroupTable) Update(slots []uint32, args [][]arrow.Array) {
 // Encode appends every aggregate's accumulator of slot s.
 func (t *GroupTable) Encode(dst []byte, s uint32) []byte {
 	for _, a := range t.Aggs {
-		t.encScratch = a.Encode(t.encScratch[:0], s)
-		dst = appendLen(dst, t.encScratch)
+		dst = appendEncoded(dst, a, s)
 	}
 	return dst
 }
