@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -197,4 +198,58 @@ func runsPending(t *testing.T, st *Store, scope string) *Pending {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestRunsMergedInOrder: a window's close reads the partials of any number
+// of runs (1 to 40, of random sizes, so they run out in any order) merged
+// with its classic ones in (key group, key) order, each exactly once.
+func TestRunsMergedInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, k := range []int{1, 2, 3, 5, 8, 17, 40} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			st, err := Open(t.TempDir(), nil, Options{MinRunPartials: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			scope := Scope("s", 0)
+			var want []string
+			seq := uint64(0)
+			for run := 0; run <= k; run++ {
+				p := runsPending(t, st, scope)
+				var w GroupWrites
+				n := rng.IntN(30)
+				for range n {
+					kg, key := uint16(rng.IntN(3)), []byte{1, byte(rng.IntN(12)), byte(rng.IntN(4))}
+					val := fmt.Sprintf("r%02d-%d", run, seq)
+					seq++
+					if run == k { // the last commit's are classic: fewer than MinRunPartials
+						if err := p.PutDelta(7, kg, key, DeltaID{Gen: 1, Seq: seq}, []byte(val)); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						w.PutDelta(7, kg, key, DeltaID{Gen: 1, Seq: seq}, []byte(val))
+					}
+					want = append(want, fmt.Sprintf("%d/%x=%s", kg, key, val))
+				}
+				b := st.NewScopedBatch("s", 0)
+				if run == k {
+					if err := b.Absorb(p); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := b.AbsorbSorted(p, &w, nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				p.Close()
+			}
+			slices.Sort(want)
+			slices.SortStableFunc(want, cmpGroupOf)
+			if got := scanPartials(t, st, scope, 7); !slices.Equal(got, want) {
+				t.Fatalf("%d runs: the close reads\n%v\nwant\n%v", k, got, want)
+			}
+		})
+	}
 }
