@@ -170,9 +170,9 @@ type keyRec struct {
 
 // sortBucket sorts the rows of one (window, key group) bucket by key,
 // using tmp (as long) as scratch, on 24-byte records of the key's first
-// 16 bytes (w0, w1) rather than the rows themselves: a bucket of many rows
-// by radix (msdSort), a few by comparison; keys longer than 16 bytes that
-// share their first 16 are then sorted among themselves.
+// 16 bytes (w0, w1) rather than the rows themselves (msdSort); keys
+// longer than 16 bytes that share their first 16 are then sorted among
+// themselves.
 func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
 	n := len(rows)
 	recs := slices.Grow(h.recs[:0], 2*n)[:2*n]
