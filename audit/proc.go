@@ -32,6 +32,8 @@ type serverConfig struct {
 	crashAfterTxn float64
 	// cacheMB is the server's --state-cache-mb (0: its default).
 	cacheMB int
+	// minRun is TURBINESQL_STATE_MIN_RUN_PARTIALS for the server (0: unset).
+	minRun int
 	// nodeID is the server's --node-id (empty: the one its data dir keeps).
 	nodeID string
 	// sessionTimeout is its --session-timeout (0: its default).
@@ -67,8 +69,12 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 		cmd.Args = append(cmd.Args, "--standby-replicas", strconv.Itoa(c.standbys))
 	}
 	cmd.Stderr = logf
+	cmd.Env = os.Environ()
 	if c.crashAfterTxn > 0 {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("TURBINESQL_CRASH_AFTER_TXN=%g", c.crashAfterTxn))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_CRASH_AFTER_TXN=%g", c.crashAfterTxn))
+	}
+	if c.minRun > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_STATE_MIN_RUN_PARTIALS=%d", c.minRun))
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

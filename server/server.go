@@ -76,6 +76,11 @@ type Config struct {
 	// of TUMBLE, HOP and unwindowed aggregations (0: DefaultStateCacheMB;
 	// negative: unlimited): beyond it groups live only in Pebble.
 	StateCacheMB int
+	// StateMinRunPartials is the fewest partials a commit writes as a run
+	// of their own (state.Options.MinRunPartials; 0: the store's default,
+	// 4,096). Crash audits lower it so that their small commits take the
+	// run path too.
+	StateMinRunPartials int
 	// MaxPollRecords bounds the records a stream or hop takes from one poll
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
@@ -301,7 +306,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.kafka = k
-	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS})
+	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS, MinRunPartials: cfg.StateMinRunPartials})
 	if errors.Is(err, syscall.EAGAIN) {
 		// Pebble's own lock: a process that did not take ours holds it.
 		return nil, fmt.Errorf("%w (%w)", &dirlock.HeldError{Dir: cfg.DataDir}, err)

@@ -197,6 +197,10 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	if err != nil {
 		return cfg, err
 	}
+	minRun, err := minRunPartials(getenv)
+	if err != nil {
+		return cfg, err
+	}
 	if f.transitionWindow <= 0 {
 		return cfg, fmt.Errorf("--transition-window %s: want a positive duration (10m by default)", f.transitionWindow)
 	}
@@ -210,17 +214,18 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	cfg = server.Config{
 		AfterTxn: afterTxn,
 		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
-		CommitInterval:   f.commitEvery,
-		SessionTimeout:   f.session,
-		StandbyReplicas:  f.standbys,
-		PurgeInterval:    purgeInterval(f.purgeEvery),
-		PurgeSealRecords: f.purgeSealRecords,
-		NodeID:           f.nodeID,
-		TransitionWindow: f.transitionWindow,
-		StateCacheMB:     cacheMB,
-		StatementTimeout: time.Duration(f.statementTimeout),
-		AllowNonDivisor:  allow == "1",
-		Auth:             auth, InitialPassword: password,
+		CommitInterval:      f.commitEvery,
+		SessionTimeout:      f.session,
+		StandbyReplicas:     f.standbys,
+		PurgeInterval:       purgeInterval(f.purgeEvery),
+		PurgeSealRecords:    f.purgeSealRecords,
+		NodeID:              f.nodeID,
+		TransitionWindow:    f.transitionWindow,
+		StateCacheMB:        cacheMB,
+		StateMinRunPartials: minRun,
+		StatementTimeout:    time.Duration(f.statementTimeout),
+		AllowNonDivisor:     allow == "1",
+		Auth:                auth, InitialPassword: password,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSRequired: f.tlsRequired,
 		Kafka: kafkaio.Conn{
 			SASLMechanism: mech, SASLUser: f.saslUser, SASLPassword: saslPass,
@@ -306,6 +311,23 @@ func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
 			os.Exit(CrashAfterTxnExit)
 		}
 	}, nil
+}
+
+// minRunPartials reads TURBINESQL_STATE_MIN_RUN_PARTIALS, the fewest
+// partials a commit writes as a run of their own (unset: the store's
+// default). A knob for crash audits, whose commits are small: not a flag,
+// so that the previous release a rolling-upgrade audit starts with the
+// same environment ignores it.
+func minRunPartials(getenv func(string) (string, bool)) (int, error) {
+	v, ok := getenv("TURBINESQL_STATE_MIN_RUN_PARTIALS")
+	if !ok || v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("TURBINESQL_STATE_MIN_RUN_PARTIALS=%q: want a count of 1 or more", v)
+	}
+	return n, nil
 }
 
 // purgeInterval maps --purge-interval to server.Config's: there 0 means
