@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
@@ -568,5 +570,40 @@ func TestEarlyFireOfColdWindowIsChunked(t *testing.T) {
 	}
 	if _, total, _ := fire(); total != 0 {
 		t.Fatalf("nothing changed, yet the early fire wrote %d rows", total)
+	}
+}
+
+// TestHeldRowsAndRunsCounted: a windowed aggregation whose keys do not
+// fit its cache share counts the rows it held (turbine_held_rows_total)
+// and the runs its commits wrote (turbine_state_runs_total); with every
+// group in memory, neither moves.
+func TestHeldRowsAndRunsCounted(t *testing.T) {
+	rows := metamorphicRows(40000, 20000)
+	for _, budget := range []*CacheBudget{NewCacheBudget(1), nil} {
+		store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		h := &HashAgg{Plan: planOf(t, tumbleSQL, "auto"), Cache: budget}
+		p := h.Plan
+		r := newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+		recs := ev(0, 0, rows...)
+		for off := 0; off < len(recs); off += 2000 {
+			r.feed(recs[off : off+2000])
+			r.watermark(int64(off*eventSeconds/len(recs)-5)*1000, false)
+			r.commit(int64(off + 2000))
+		}
+		held := testutil.ToFloat64(r.env.Metrics.HeldRows.WithLabelValues("s"))
+		runs := testutil.ToFloat64(r.env.Metrics.StateRuns.WithLabelValues("s"))
+		for _, op := range r.ops {
+			op.Close()
+		}
+		switch {
+		case budget != nil && (held == 0 || held > float64(len(rows)) || runs == 0):
+			t.Fatalf("1 MB cache: %v rows held of %d, %v runs written: want some of each", held, len(rows), runs)
+		case budget == nil && (held != 0 || runs != 0):
+			t.Fatalf("unlimited cache: %v rows held, %v runs written: want none", held, runs)
+		}
 	}
 }

@@ -75,6 +75,9 @@ type HashAgg struct {
 	// state at the next commit; lastSweep is when it ran.
 	expired   []exec.StateRef
 	lastSweep time.Time
+	// heldCounted is the aggregator's held rows already counted in the
+	// turbine_held_rows_total metric.
+	heldCounted uint64
 }
 
 var _ Op = (*HashAgg)(nil)
@@ -679,8 +682,16 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 	}); err != nil {
 		return err
 	}
+	runs := c.State.Runs()
 	if err := c.State.AbsorbSorted(p, w, src); err != nil {
 		return err
+	}
+	if n := c.State.Runs() - runs; n > 0 {
+		h.env.Metrics.StateRuns.WithLabelValues(h.env.Name).Add(float64(n))
+	}
+	if held := h.agg.HeldRows(); held > h.heldCounted {
+		h.env.Metrics.HeldRows.WithLabelValues(h.env.Name).Add(float64(held - h.heldCounted))
+		h.heldCounted = held
 	}
 	if err := h.deleteExpired(c, dels, cold); err != nil {
 		return err

@@ -6,17 +6,23 @@ import "github.com/prometheus/client_golang/prometheus"
 // registry the caller gives (never the global one, so tests can run several
 // servers).
 type Metrics struct {
-	RecordsIn           *prometheus.CounterVec
-	RecordsOut          *prometheus.CounterVec
-	LateRows            *prometheus.CounterVec
-	DecodeErrors        *prometheus.CounterVec
-	NullEventTime       *prometheus.CounterVec
-	Watermark           *prometheus.GaugeVec
-	WatermarkLag        *prometheus.GaugeVec
-	BatchSeconds        *prometheus.HistogramVec
-	OpenGroups          *prometheus.GaugeVec
-	RecoveredTimers     *prometheus.CounterVec
-	ExpiredGroups       *prometheus.CounterVec
+	RecordsIn       *prometheus.CounterVec
+	RecordsOut      *prometheus.CounterVec
+	LateRows        *prometheus.CounterVec
+	DecodeErrors    *prometheus.CounterVec
+	NullEventTime   *prometheus.CounterVec
+	Watermark       *prometheus.GaugeVec
+	WatermarkLag    *prometheus.GaugeVec
+	BatchSeconds    *prometheus.HistogramVec
+	OpenGroups      *prometheus.GaugeVec
+	RecoveredTimers *prometheus.CounterVec
+	ExpiredGroups   *prometheus.CounterVec
+	// HeldRows and StateRuns show the state path of groups not in memory:
+	// rows of cold windows held and folded at once (exec's blindrows.go),
+	// and runs of partials a commit wrote as tables of their own (state's
+	// runs.go).
+	HeldRows            *prometheus.CounterVec
+	StateRuns           *prometheus.CounterVec
 	CombineLatePartials *prometheus.CounterVec
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
@@ -84,6 +90,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ExpiredGroups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_expired_groups_total", Help: "Groups of an upsert stream forgotten by state_ttl (each wrote a tombstone).",
 		}, []string{"stream"}),
+		HeldRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_held_rows_total", Help: "Rows of windows whose groups left memory, held and folded together at the commit instead of going to the grouper.",
+		}, []string{"stream"}),
+		StateRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_state_runs_total", Help: "Runs of partials (one table per window a commit wrote partials of) ingested into the state store.",
+		}, []string{"stream"}),
 		CombineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
 		}, []string{"stream"}),
@@ -135,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.hops = &hopLag{lag: m.ConsumerLag, names: map[string]bool{}}
 	reg.MustRegister(m.RepRecordsOut, m.RepBytesOut, m.RepNullKeys, m.CombinePartialsOut, m.CombineBytesOut, m.CombineMarkersOut, m.hops)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
-		m.RecoveredTimers, m.ExpiredGroups, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
+		m.RecoveredTimers, m.ExpiredGroups, m.HeldRows, m.StateRuns, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
 }
 
@@ -154,6 +166,8 @@ func (m *Metrics) Forget(stream string) {
 	m.OpenGroups.DeletePartialMatch(l)
 	m.RecoveredTimers.DeletePartialMatch(l)
 	m.ExpiredGroups.DeletePartialMatch(l)
+	m.HeldRows.DeletePartialMatch(l)
+	m.StateRuns.DeletePartialMatch(l)
 	m.IdlePartitions.DeletePartialMatch(l)
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)

@@ -51,6 +51,7 @@ type Aggregator struct {
 	slots    []uint32
 	pkBuf    []byte
 	kgBuf    []uint16
+	heldRows uint64 // rows held so far (HeldRows)
 	keep     []bool
 	emitTab  *GroupTable // HOP: where a window's slices are merged to emit it
 	sessions *sessions   // SESSION: the open sessions of each key

@@ -291,6 +291,9 @@ func (a *Aggregator) BufferedBytes() int {
 	return max(a.held.bytes, a.held.kept)
 }
 
+// HeldRows is the number of rows held since the aggregator started.
+func (a *Aggregator) HeldRows() uint64 { return a.heldRows }
+
 // HeldBytes is the size of the rows held now (what a commit writes out).
 func (a *Aggregator) HeldBytes() int {
 	if a.held == nil {
@@ -378,6 +381,7 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 	if err != nil {
 		return err
 	}
+	a.heldRows += uint64(n)
 	for j, exprs := range a.Args {
 		for k, e := range exprs {
 			v, err := e.Eval(b)

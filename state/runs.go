@@ -319,6 +319,15 @@ func (p *Pending) OpenRuns() (dropped int, err error) {
 	return dropped, nil
 }
 
+// Runs is the number of run tables (one per window of a commit's runs)
+// the batch has written so far.
+func (b *Batch) Runs() int {
+	if b.runs == nil {
+		return 0
+	}
+	return len(b.runs.paths)
+}
+
 // ingestRuns ingests the batch's runs (before the batch, which holds
 // their markers, is written).
 func (b *Batch) ingestRuns() error {
