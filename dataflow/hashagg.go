@@ -15,6 +15,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/window"
 )
 
 // HashAgg is the keyed aggregation of a stream: windowed (TUMBLE, HOP,
@@ -156,6 +157,11 @@ func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int6
 	h.cache = &groupCache{pending: pending, budget: h.Cache,
 		overhead: overhead, slotBytes: overhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
+	// A HOP window's close reads the runs of every slice it spans: they
+	// share the bound on a window's runs.
+	if spec := h.agg.Window; spec != nil && spec.Kind == window.Hop {
+		pending.LimitRuns(state.MaxWindowRuns / max(int(spec.Size/spec.SliceSize()), 1))
+	}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.
 	dropped, err := h.cache.pending.OpenRuns()

@@ -68,8 +68,23 @@ type Pending struct {
 	// (runs.go): past every run stored when the task opened (OpenRuns).
 	nextRun  uint64
 	runsOpen bool
-	runsIn   map[int64]int // runs per window (maxWindowRuns)
-	deltas   int           // partials among the pending writes
+	runsIn   map[int64]int // runs per window (MaxWindowRuns)
+	// maxRuns bounds a window's runs (0: MaxWindowRuns; LimitRuns).
+	maxRuns int
+	deltas  int // partials among the pending writes
+}
+
+// LimitRuns bounds each window's runs at n (at least 1) instead of
+// MaxWindowRuns: a HOP window's close reads the runs of all its slices
+// (each a window here), so they share the bound.
+func (p *Pending) LimitRuns(n int) { p.maxRuns = max(n, 1) }
+
+// WindowRuns is the bound on a window's runs.
+func (p *Pending) WindowRuns() int {
+	if p.maxRuns > 0 {
+		return p.maxRuns
+	}
+	return MaxWindowRuns
 }
 
 // NewPending starts an empty set of evicted groups of stream.

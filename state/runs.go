@@ -48,7 +48,7 @@ const runKG = 0xFFFD
 // close iterator) per commit.
 const minRunPartials = 4096
 
-// maxWindowRuns bounds a window's runs: its close holds an iterator (and
+// MaxWindowRuns bounds a window's runs: its close holds an iterator (and
 // a block) per run. A task committing every second would otherwise make
 // thousands in an hour's window; past the bound, a commit's partials of
 // that window go into its batch (through the memtable) instead, where
@@ -56,8 +56,8 @@ const minRunPartials = 4096
 // every 40,000 rows (500 runs) made 3.6 million events per CPU-second
 // with the bound at 512, and 0.7 million with it at 64; the close of 500
 // runs took 6.3 s (4.7 s for 40) and the process's peak RSS stayed at
-// 272 MB.
-const maxWindowRuns = 512
+// 272 MB. (A HOP window's slices share it: Pending.LimitRuns.)
+const MaxWindowRuns = 512
 
 // runPrefix is the key prefix of run id of window: also the run's marker.
 func runPrefix(dst []byte, scope string, window int64, id uint64) []byte {

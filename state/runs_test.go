@@ -114,10 +114,21 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 	}
 }
 
-// TestWindowRunsBounded: a window gets at most maxWindowRuns runs, across
-// a restart too; later commits' partials of it go into their batches, and
-// the close still sees every partial.
+// TestWindowRunsBounded: a window gets at most MaxWindowRuns runs (or
+// the bound LimitRuns sets), across a restart too; later commits'
+// partials of it go into their batches, and the close still sees every
+// partial.
 func TestWindowRunsBounded(t *testing.T) {
+	for _, limit := range []int{0, 6} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) { testWindowRunsBounded(t, limit) })
+	}
+}
+
+func testWindowRunsBounded(t *testing.T, limit int) {
+	bound := MaxWindowRuns
+	if limit > 0 {
+		bound = limit
+	}
 	dir := t.TempDir()
 	st, err := Open(dir, nil, Options{MinRunPartials: 1})
 	if err != nil {
@@ -146,7 +157,7 @@ func TestWindowRunsBounded(t *testing.T) {
 		t.Helper()
 		for range count {
 			var w GroupWrites
-			w.PutDelta(7, 1, []byte{1, byte(n)}, DeltaID{Seq: uint64(n)}, []byte("x"))
+			w.PutDelta(7, 1, []byte{1, byte(n >> 8), byte(n)}, DeltaID{Seq: uint64(n)}, []byte("x"))
 			n++
 			b := st.NewScopedBatch("s", 0)
 			if err := b.AbsorbSorted(p, &w, nil); err != nil {
@@ -157,23 +168,28 @@ func TestWindowRunsBounded(t *testing.T) {
 			}
 		}
 	}
-	p := st.NewPending(scope)
-	if _, err := p.OpenRuns(); err != nil {
-		t.Fatal(err)
+	open := func() *Pending {
+		t.Helper()
+		p := st.NewPending(scope)
+		if limit > 0 {
+			p.LimitRuns(limit)
+		}
+		if _, err := p.OpenRuns(); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	commits(p, maxWindowRuns-2)
+	p := open()
+	commits(p, bound-2)
 	p.Close()
-	if got := runs(); got != maxWindowRuns-2 {
-		t.Fatalf("%d runs after %d commits", got, maxWindowRuns-2)
+	if got := runs(); got != bound-2 {
+		t.Fatalf("%d runs after %d commits", got, bound-2)
 	}
-	p = st.NewPending(scope) // restarted
+	p = open() // restarted
 	defer p.Close()
-	if _, err := p.OpenRuns(); err != nil {
-		t.Fatal(err)
-	}
 	commits(p, 5)
-	if got := runs(); got != maxWindowRuns {
-		t.Fatalf("%d runs, want the bound %d", got, maxWindowRuns)
+	if got := runs(); got != bound {
+		t.Fatalf("%d runs, want the bound %d", got, bound)
 	}
 	if got := scanAll(t, p.ScanDeltas(7, nil)); len(got) != n {
 		t.Fatalf("%d partials scanned, want %d", len(got), n)

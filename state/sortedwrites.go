@@ -329,7 +329,7 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites, held SortedPartials) er
 		switch {
 		case r.w != nil && r.window == window: // the window's run goes on
 			return true
-		case p.runsIn[window] < maxWindowRuns:
+		case p.runsIn[window] < p.WindowRuns():
 			p.runsIn[window]++
 			return true
 		}
