@@ -610,11 +610,13 @@ func TestHeldRowsAndRunsCounted(t *testing.T) {
 
 // TestHopSlicesShareTheRunBound: a HOP window's close reads the runs of
 // all its slices, so each slice gets the window's bound on runs divided
-// among them; a TUMBLE window keeps it whole.
+// among them, down to minSliceRuns; a TUMBLE window keeps it whole.
 func TestHopSlicesShareTheRunBound(t *testing.T) {
-	hop := `CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, COUNT(*) AS n
-		FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)`
-	for q, want := range map[string]int{tumbleSQL: state.MaxWindowRuns, hop: state.MaxWindowRuns / 3} {
+	hop := func(slices int) string {
+		return fmt.Sprintf(`CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '%d' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '%d' SECOND)`, 5*slices, 5*slices)
+	}
+	for q, want := range map[string]int{tumbleSQL: state.MaxWindowRuns, hop(3): state.MaxWindowRuns / 3, hop(60): minSliceRuns} {
 		h := &HashAgg{Plan: planOf(t, q, "auto"), Cache: NewCacheBudget(1)}
 		r := newRig(t, nil, 0, 1, h)
 		if got := h.cache.pending.WindowRuns(); got != want {

@@ -83,6 +83,9 @@ type HashAgg struct {
 
 var _ Op = (*HashAgg)(nil)
 
+// minSliceRuns is the fewest runs a HOP slice may take (startCache).
+const minSliceRuns = 64
+
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
 	a, err := planner.NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
@@ -158,9 +161,11 @@ func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int6
 		overhead: overhead, slotBytes: overhead + 16 + 16*int64(len(h.Plan.Aggs)),
 		delta: state.DeltaID{Gen: uint64(max(env.Restored.Offset, env.Restored.Applied, 0))}}
 	// A HOP window's close reads the runs of every slice it spans: they
-	// share the bound on a window's runs.
+	// share the bound on a window's runs, down to 64 a slice (the bound
+	// before it was 512: fewer would send a slice's partials through the
+	// memtable sooner than they went then).
 	if spec := h.agg.Window; spec != nil && spec.Kind == window.Hop {
-		pending.LimitRuns(state.MaxWindowRuns / max(int(spec.Size/spec.SliceSize()), 1))
+		pending.LimitRuns(max(state.MaxWindowRuns/max(int(spec.Size/spec.SliceSize()), 1), minSliceRuns))
 	}
 	// Runs of partials a crash left uncommitted go before anything is read
 	// (state's runs.go); commits write runs only once this has run.
