@@ -267,7 +267,7 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 			return err
 		}
 	}
-	keys, err := a.evalKeys(b)
+	keys, err := evalAll(b, a.Keys)
 	if err != nil {
 		return err
 	}
@@ -287,19 +287,6 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		}
 	}
 	return a.update(b, slots)
-}
-
-// evalKeys evaluates the group key columns over b.
-func (a *Aggregator) evalKeys(b *Batch) ([]*Vec, error) {
-	keys := make([]*Vec, len(a.Keys))
-	for i, k := range a.Keys {
-		v, err := k.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		keys[i] = v
-	}
-	return keys, nil
 }
 
 // update evaluates the aggregates' arguments over b and folds row i into

@@ -377,7 +377,7 @@ func (a *Aggregator) hold(b *Batch, wins []int64) error {
 		a.held = h
 	}
 	n := b.N
-	keys, err := a.evalKeys(b)
+	keys, err := evalAll(b, a.Keys)
 	if err != nil {
 		return err
 	}
@@ -499,9 +499,10 @@ type HeldPartials struct {
 	h      *blindRows
 	ents   []blindEnt
 	funcs  []agg.Func
-	groups int
-	k      int    // the next row to look at
-	s      uint32 // the slots passed: groups took slots in sorted order
+	// firsts[g] is where group g (slot g) starts in ents, and firsts' last
+	// is len(ents).
+	firsts []uint32
+	g      int // the next group
 	// lastW and lastCold: the last row's window, and whether it is cold.
 	lastW          int64
 	lastCold, seen bool
@@ -519,20 +520,19 @@ func (a *Aggregator) TakeHeld() (*HeldPartials, error) {
 		return nil, nil
 	}
 	a.held = nil
-	hp := &HeldPartials{a: a, h: h}
+	hp := &HeldPartials{a: a, h: h, firsts: make([]uint32, 0, len(h.ents)+1)}
 	hp.ents = h.sort()
 	// Groups in sorted order take slots 0, 1, ...: row r folds into
 	// slots[r].
 	slots := make([]uint32, len(hp.ents))
-	groups := 0
 	for k := range hp.ents {
-		if k > 0 && h.compare(&hp.ents[k-1], &hp.ents[k]) != 0 {
-			groups++
+		if k == 0 || h.compare(&hp.ents[k-1], &hp.ents[k]) != 0 {
+			hp.firsts = append(hp.firsts, uint32(k))
 		}
-		slots[hp.ents[k].row] = uint32(groups)
+		slots[hp.ents[k].row] = uint32(len(hp.firsts) - 1)
 	}
-	groups++
-	hp.groups = groups
+	groups := len(hp.firsts)
+	hp.firsts = append(hp.firsts, uint32(len(hp.ents)))
 	a.heldOff = len(hp.ents) >= heldRowsPerGroup*groups
 	funcs, err := newFuncs(a.Specs)
 	if err != nil {
@@ -555,20 +555,16 @@ func (a *Aggregator) TakeHeld() (*HeldPartials, error) {
 }
 
 // Len is the number of groups: at most that many partials.
-func (hp *HeldPartials) Len() int { return hp.groups }
+func (hp *HeldPartials) Len() int { return len(hp.firsts) - 1 }
 
 // Next sets *p to the next group's partial (its key and value valid until
 // the next call); false at the end. Groups of windows no longer cold
 // (expired by ExpireCold: their rows were late) are skipped.
 func (hp *HeldPartials) Next(p *state.Partial) bool {
-	for hp.k < len(hp.ents) {
-		k := hp.k
-		e := &hp.ents[k]
-		hp.k++
-		if k+1 < len(hp.ents) && hp.h.compare(e, &hp.ents[k+1]) == 0 {
-			continue // the group's last row names it
-		}
-		hp.s++
+	for hp.g+1 < len(hp.firsts) {
+		s := uint32(hp.g)
+		e := &hp.ents[hp.firsts[hp.g]] // any row of the group names it
+		hp.g++
 		if !hp.seen || e.window != hp.lastW { // rows come window by window
 			hp.lastW, hp.lastCold, hp.seen = e.window, hp.a.cold[e.window], true
 		}
@@ -577,7 +573,7 @@ func (hp *HeldPartials) Next(p *state.Partial) bool {
 		}
 		hp.val = hp.val[:0]
 		for _, f := range hp.funcs {
-			hp.val = appendEncoded(hp.val, f, hp.s-1)
+			hp.val = appendEncoded(hp.val, f, s)
 		}
 		key := e.key(hp.h.keys, hp.kbuf)
 		if e.klen <= 16 {

@@ -27,6 +27,19 @@ type Expr interface {
 	String() string
 }
 
+// evalAll evaluates each of exprs over b.
+func evalAll(b *Batch, exprs []Expr) ([]*Vec, error) {
+	out := make([]*Vec, len(exprs))
+	for i, e := range exprs {
+		v, err := e.Eval(b)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 var (
 	_ Expr = (*ColRef)(nil)
 	_ Expr = (*Literal)(nil)

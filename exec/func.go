@@ -394,13 +394,9 @@ func (c *Call) Eval(b *Batch) (*Vec, error) {
 		}
 		return out, nil
 	}
-	args := make([]*Vec, len(c.Args))
-	for i, a := range c.Args {
-		v, err := a.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		args[i] = v
+	args, err := evalAll(b, c.Args)
+	if err != nil {
+		return nil, err
 	}
 	if c.Name == "CONCAT" { // NULL arguments are skipped, as in PostgreSQL's concat()
 		return concat(args, b.N)
@@ -418,7 +414,6 @@ func (c *Call) Eval(b *Batch) (*Vec, error) {
 			out.Null = orNulls(out.Null, a.Null, b.N)
 		}
 	}
-	var err error
 	switch c.Name {
 	case "||":
 		if err = wantTypes(c.Name, args, types.Text, types.Text); err == nil {

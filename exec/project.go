@@ -34,13 +34,9 @@ func FilterBatch(b *Batch, pred Expr) (*Batch, error) {
 
 // Project evaluates exprs over b into result rows of Go values.
 func Project(b *Batch, exprs []Expr) ([][]any, error) {
-	cols := make([]*Vec, len(exprs))
-	for j, e := range exprs {
-		v, err := e.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		cols[j] = v
+	cols, err := evalAll(b, exprs)
+	if err != nil {
+		return nil, err
 	}
 	rows := make([][]any, b.N)
 	for i := range rows {

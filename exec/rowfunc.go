@@ -30,13 +30,9 @@ func (f *RowFunc) String() string {
 }
 
 func (f *RowFunc) Eval(b *Batch) (*Vec, error) {
-	args := make([]*Vec, len(f.Args))
-	for i, a := range f.Args {
-		v, err := a.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		args[i] = v
+	args, err := evalAll(b, f.Args)
+	if err != nil {
+		return nil, err
 	}
 	out := newVec(f.T, b.N)
 	vals := make([]any, len(args))
@@ -153,13 +149,9 @@ type Subquery struct {
 func (s *Subquery) Type() types.Type { return s.T }
 func (s *Subquery) String() string   { return "(" + s.Text + ")" }
 func (s *Subquery) Eval(b *Batch) (*Vec, error) {
-	outer := make([]*Vec, len(s.Outer))
-	for i, e := range s.Outer {
-		v, err := e.Eval(b)
-		if err != nil {
-			return nil, err
-		}
-		outer[i] = v
+	outer, err := evalAll(b, s.Outer)
+	if err != nil {
+		return nil, err
 	}
 	var probe *Vec
 	if s.Probe != nil {
@@ -233,22 +225,11 @@ type RowNumber struct {
 func (r *RowNumber) Type() types.Type { return types.Int }
 func (r *RowNumber) String() string   { return "row_number() OVER (...)" }
 func (r *RowNumber) Eval(b *Batch) (*Vec, error) {
-	eval := func(es []Expr) ([]*Vec, error) {
-		out := make([]*Vec, len(es))
-		for i, e := range es {
-			v, err := e.Eval(b)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
-		}
-		return out, nil
-	}
-	parts, err := eval(r.Partition)
+	parts, err := evalAll(b, r.Partition)
 	if err != nil {
 		return nil, err
 	}
-	orders, err := eval(r.Order)
+	orders, err := evalAll(b, r.Order)
 	if err != nil {
 		return nil, err
 	}

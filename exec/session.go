@@ -55,7 +55,7 @@ func newSessions() *sessions {
 // folded in: rows already pointed at it are redirected to the survivor.
 func (a *Aggregator) consumeSessions(b *Batch, ts *Vec, keep []bool, kept int, wm int64, hasWM bool) (late []int, err error) {
 	n := b.N
-	keys, err := a.evalKeys(b)
+	keys, err := evalAll(b, a.Keys)
 	if err != nil {
 		return nil, err
 	}
