@@ -435,14 +435,7 @@ type windowSource struct {
 func (a *Aggregator) newWindowSource(slice int64) *windowSource {
 	src := &windowSource{a: a, slice: slice, cur: a.store.Scan(slice)}
 	if g := a.Table.windows[slice]; g != nil {
-		src.hot = append([]uint32(nil), g.slots...)
-		slices.SortFunc(src.hot, func(x, y uint32) int {
-			mx, my := &a.Table.meta[x], &a.Table.meta[y]
-			if c := stdcmp.Compare(mx.KG, my.KG); c != 0 {
-				return c
-			}
-			return bytes.Compare(mx.key(g.arena), my.key(g.arena))
-		})
+		src.hot = a.Table.sortedSlots(g)
 	}
 	src.advanceCold()
 	src.next()
@@ -457,47 +450,50 @@ func (a *Aggregator) newDeltaSource(slice int64) *windowSource {
 	return src
 }
 
-// advanceCold moves the store cursor to its next group that is not hot
-// (or hot and blind).
+// advanceCold moves the store cursor to its next group.
 func (w *windowSource) advanceCold() {
-	for {
-		w.ckg, w.ckey, w.cval, w.cok = w.cur.Next()
-		if !w.cok || w.deltas {
-			return
-		}
-		if s, hot := w.a.Table.find(w.slice, w.ckey); !hot || w.a.Table.meta[s].Blind {
-			return
-		}
-	}
+	w.ckg, w.ckey, w.cval, w.cok = w.cur.Next()
 }
 
-// next sets (kg, key, enc) to the source's next group.
+// next sets (kg, key, enc) to the source's next group: the lesser of its
+// next hot slot and its next stored group. A stored group that is hot and
+// not blind is skipped (the hot slot holds it and is newer): the two meet
+// here, both lists being in (key group, key) order, so no lookup in the
+// key table is needed to tell (at 10^7 keys in a 1 GB cache a lookup per
+// stored group, a cache miss apiece, was half the close).
 func (w *windowSource) next() {
 	t := w.a.Table
-	takeHot := len(w.hot) > 0
-	if takeHot && w.cok {
-		m := &t.meta[w.hot[0]]
-		c := stdcmp.Compare(m.KG, w.ckg)
-		if c == 0 {
-			c = bytes.Compare(t.Key(w.hot[0]), w.ckey)
+	for {
+		takeHot := len(w.hot) > 0
+		if takeHot && w.cok {
+			m := &t.meta[w.hot[0]]
+			c := stdcmp.Compare(m.KG, w.ckg)
+			if c == 0 {
+				c = bytes.Compare(t.Key(w.hot[0]), w.ckey)
+			}
+			if c == 0 && !w.deltas && !m.Blind {
+				w.advanceCold()
+				continue
+			}
+			takeHot = c < 0
 		}
-		takeHot = c < 0
-	}
-	switch {
-	case takeHot:
-		s := w.hot[0]
-		w.hot = w.hot[1:]
-		w.kg = t.meta[s].KG
-		w.key = append(w.key[:0], t.Key(s)...)
-		w.encBuf = t.Encode(w.encBuf[:0], s)
-		w.enc, w.ok = w.encBuf, true
-	case w.cok:
-		w.kg, w.key = w.ckg, append(w.key[:0], w.ckey...)
-		w.encBuf = append(w.encBuf[:0], w.cval...)
-		w.enc, w.ok = w.encBuf, true
-		w.advanceCold()
-	default:
-		w.ok = false
+		switch {
+		case takeHot:
+			s := w.hot[0]
+			w.hot = w.hot[1:]
+			w.kg = t.meta[s].KG
+			w.key = append(w.key[:0], t.Key(s)...)
+			w.encBuf = t.Encode(w.encBuf[:0], s)
+			w.enc, w.ok = w.encBuf, true
+		case w.cok:
+			w.kg, w.key = w.ckg, append(w.key[:0], w.ckey...)
+			w.encBuf = append(w.encBuf[:0], w.cval...)
+			w.enc, w.ok = w.encBuf, true
+			w.advanceCold()
+		default:
+			w.ok = false
+		}
+		return
 	}
 }
 
