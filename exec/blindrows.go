@@ -279,8 +279,15 @@ const blindEntBytes = 2 * 48
 
 // SetBufferLimit sets the memory the held rows of cold windows may take
 // before they are written to the store (0: none are held; every row goes
-// to the group table).
-func (a *Aggregator) SetBufferLimit(n int) { a.bufLimit = n }
+// to the group table), at most maxHeldBytes.
+func (a *Aggregator) SetBufferLimit(n int) { a.bufLimit = min(n, maxHeldBytes) }
+
+// maxHeldBytes bounds the held rows whatever the cache: a held row finds
+// its key (when longer than 16 bytes) and its arguments by 32-bit offsets
+// (blindEnt.koff, row), which a cache share of many GB would overflow.
+// Past it the rows go to the store as evicted partials, as past a smaller
+// limit.
+const maxHeldBytes = 1 << 31
 
 // BufferedBytes is the memory of the held rows, or of the buffers kept
 // for them when that is more.

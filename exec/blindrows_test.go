@@ -3,6 +3,7 @@ package exec
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -296,4 +297,18 @@ func windowRows(t *testing.T, a *Aggregator, w int64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestHeldRowsBoundedWhateverTheCache: a cache share of many GB does not
+// let the held rows outgrow the 32-bit offsets that find their keys.
+func TestHeldRowsBoundedWhateverTheCache(t *testing.T) {
+	a := &Aggregator{}
+	a.SetBufferLimit(64 << 30)
+	if a.bufLimit != maxHeldBytes || maxHeldBytes > math.MaxUint32 {
+		t.Fatalf("held rows limit %d with a 64 GB share", a.bufLimit)
+	}
+	a.SetBufferLimit(1 << 20)
+	if a.bufLimit != 1<<20 {
+		t.Fatalf("held rows limit %d with a 1 MB share", a.bufLimit)
+	}
 }
