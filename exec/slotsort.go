@@ -43,6 +43,13 @@ func (t *GroupTable) sortedSlots(g *windowGroups) []uint32 {
 			continue
 		}
 		part := slots[lo:hi]
+		if len(part) > maxRadixGroup {
+			// One key group holds most of the window (a task owning one,
+			// or no partition key): its records would take 48 bytes a
+			// slot beyond the cache's count; compared, they take none.
+			slices.SortFunc(part, func(x, y uint32) int { return t.compareSlots(g, x, y) })
+			continue
+		}
 		recs = slices.Grow(recs[:0], 2*len(part))[:2*len(part)]
 		src, scratch := recs[:len(part)], recs[len(part):]
 		long := false
@@ -74,6 +81,10 @@ func (t *GroupTable) sortedSlots(g *windowGroups) []uint32 {
 	}
 	return slots
 }
+
+// maxRadixGroup is the most slots of one key group sortedSlots sorts by
+// radix: their records take 48 bytes each, 3 MB at most.
+const maxRadixGroup = 1 << 16
 
 // compareSlots orders two slots of window group g by (key group, key).
 func (t *GroupTable) compareSlots(g *windowGroups, x, y uint32) int {

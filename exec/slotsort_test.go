@@ -16,7 +16,7 @@ import (
 // 16 bytes, NULLs, and windows below and above the size it buckets from.
 func TestSortedSlotsOrderAsCompared(t *testing.T) {
 	long := strings.Repeat("a prefix longer than sixteen bytes ", 2)
-	for _, n := range []int{0, 1, 30, 4095, 5000, 60000} {
+	for _, n := range []int{0, 1, 30, 4095, 5000, 60000, 200000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(n), 9))
 			tab := NewGroupTable(nil)
@@ -38,7 +38,11 @@ func TestSortedSlotsOrderAsCompared(t *testing.T) {
 					continue
 				}
 				seen[string(key)] = true
-				tab.Slot(7, key, uint16(rng.IntN(5)*200+rng.IntN(2)))
+				kg := uint16(rng.IntN(5)*200 + rng.IntN(2))
+				if n > maxRadixGroup {
+					kg = uint16(rng.IntN(2)) // groups past the radix bound
+				}
+				tab.Slot(7, key, kg)
 			}
 			g := tab.windows[7]
 			if n == 0 {
