@@ -34,6 +34,8 @@ type serverConfig struct {
 	cacheMB int
 	// minRun is TURBINESQL_STATE_MIN_RUN_PARTIALS for the server (0: unset).
 	minRun int
+	// maxRuns is TURBINESQL_STATE_MAX_WINDOW_RUNS for the server (0: unset).
+	maxRuns int
 	// nodeID is the server's --node-id (empty: the one its data dir keeps).
 	nodeID string
 	// sessionTimeout is its --session-timeout (0: its default).
@@ -75,6 +77,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	}
 	if c.minRun > 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_STATE_MIN_RUN_PARTIALS=%d", c.minRun))
+	}
+	if c.maxRuns > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_STATE_MAX_WINDOW_RUNS=%d", c.maxRuns))
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -43,6 +43,7 @@ type options struct {
 	crashAfterTxn        float64
 	cacheMB              int
 	minRun               int
+	maxRuns              int
 	events               int
 	extBrokers           string
 	guarantee            string
@@ -83,6 +84,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.IntVar(&o.events, "events", defaults.Events, "input rows to produce (0: produce for -seconds); with -rate this sets how long the run takes")
 	fs.Float64Var(&o.crashAfterTxn, "crash-after-txn", defaults.CrashAfterTxn, "exactly-once only: probability, per task commit, that the server crashes itself between the transaction's commit and the state's write (the narrowest window; TURBINESQL_CRASH_AFTER_TXN)")
 	fs.IntVar(&o.cacheMB, "state-cache-mb", 0, "the server's --state-cache-mb (0: its default): a small cache makes every stream's state live mostly in Pebble")
+	fs.IntVar(&o.maxRuns, "state-max-window-runs", 0, "the runs at which a server folds a window's partials into one (TURBINESQL_STATE_MAX_WINDOW_RUNS; 0: its default, 512)")
 	fs.IntVar(&o.minRun, "state-min-run-partials", 0, "the fewest partials a server commit writes as a run of their own (TURBINESQL_STATE_MIN_RUN_PARTIALS; 0: its default, 4,096, which the audit's small commits rarely reach)")
 	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")
 	fs.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
@@ -258,7 +260,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 	// it runs after it and finds the server stopped already.
 	defer c.stopServers()
 	c.bin = bin
-	c.cfg = serverConfig{bin: cmp.Or(c.prevBin, bin), brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB, minRun: o.minRun,
+	c.cfg = serverConfig{bin: cmp.Or(c.prevBin, bin), brokers: c.brokers, dataDir: filepath.Join(c.work, "server"), logPath: filepath.Join(c.work, "server.log"), appID: "chaos", cacheMB: o.cacheMB, minRun: o.minRun, maxRuns: o.maxRuns,
 		sessionTimeout: o.sessionTimeout, standbys: o.standbys}
 	if o.extBrokers != "" {
 		// A cluster given to the audit may hold earlier runs' topics: this

@@ -296,8 +296,9 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 	}
 	p := planOf(t, in.q, strategy)
 	// Commits of 256 partials or more ingest them as runs, fewer write
-	// them in the batch: the close merges both kinds.
-	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256})
+	// them in the batch: the close merges both kinds. A window's partials
+	// are folded into one run when it has two (runfold.go).
+	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256, MaxWindowRuns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,9 +579,10 @@ func TestEarlyFireOfColdWindowIsChunked(t *testing.T) {
 // and the runs its commits wrote (turbine_state_runs_total); with every
 // group in memory, neither moves.
 func TestHeldRowsAndRunsCounted(t *testing.T) {
+	// (A window's partials are folded at 2 runs: folds are counted too.)
 	rows := metamorphicRows(40000, 20000)
 	for _, budget := range []*CacheBudget{NewCacheBudget(1), nil} {
-		store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256})
+		store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 2, MaxWindowRuns: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,21 +591,22 @@ func TestHeldRowsAndRunsCounted(t *testing.T) {
 		p := h.Plan
 		r := newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
 		recs := ev(0, 0, rows...)
-		for off := 0; off < len(recs); off += 2000 {
-			r.feed(recs[off : off+2000])
+		for off := 0; off < len(recs); off += 500 {
+			r.feed(recs[off : off+500])
 			r.watermark(int64(off*eventSeconds/len(recs)-5)*1000, false)
-			r.commit(int64(off + 2000))
+			r.commit(int64(off + 500))
 		}
 		held := testutil.ToFloat64(r.env.Metrics.HeldRows.WithLabelValues("s"))
 		runs := testutil.ToFloat64(r.env.Metrics.StateRuns.WithLabelValues("s"))
+		folds := testutil.ToFloat64(r.env.Metrics.StateFolds.WithLabelValues("s"))
 		for _, op := range r.ops {
 			op.Close()
 		}
 		switch {
-		case budget != nil && (held == 0 || held > float64(len(rows)) || runs == 0):
-			t.Fatalf("1 MB cache: %v rows held of %d, %v runs written: want some of each", held, len(rows), runs)
-		case budget == nil && (held != 0 || runs != 0):
-			t.Fatalf("unlimited cache: %v rows held, %v runs written: want none", held, runs)
+		case budget != nil && (held == 0 || held > float64(len(rows)) || runs == 0 || folds == 0):
+			t.Fatalf("1 MB cache: %v rows held of %d, %v runs written, %v windows folded: want some of each", held, len(rows), runs, folds)
+		case budget == nil && (held != 0 || runs != 0 || folds != 0):
+			t.Fatalf("unlimited cache: %v rows held, %v runs written, %v windows folded: want none", held, runs, folds)
 		}
 	}
 }

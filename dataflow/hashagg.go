@@ -694,6 +694,17 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 		return err
 	}
 	runs := c.State.Runs()
+	if h.agg.BlindWrites() && !h.cache.stamped {
+		// Windows at their run bound (or with many classic partials) get
+		// one partial per group again before this commit adds its own.
+		n, err := c.State.FoldRuns(p, h.agg.MergedEncoding, h.cache.nextDelta, cold)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			h.env.Metrics.StateFolds.WithLabelValues(h.env.Name).Add(float64(n))
+		}
+	}
 	if err := c.State.AbsorbSorted(p, w, src); err != nil {
 		return err
 	}

@@ -17,12 +17,14 @@ type Metrics struct {
 	OpenGroups      *prometheus.GaugeVec
 	RecoveredTimers *prometheus.CounterVec
 	ExpiredGroups   *prometheus.CounterVec
-	// HeldRows and StateRuns show the state path of groups not in memory:
-	// rows of cold windows held and folded at once (exec's blindrows.go),
-	// and runs of partials a commit wrote as tables of their own (state's
-	// runs.go).
+	// HeldRows, StateRuns and StateFolds show the state path of groups
+	// not in memory: rows of cold windows held and folded at once (exec's
+	// blindrows.go), runs of partials a commit wrote as tables of their
+	// own (state's runs.go), and windows whose partials a commit folded
+	// into one run (state's runfold.go).
 	HeldRows            *prometheus.CounterVec
 	StateRuns           *prometheus.CounterVec
+	StateFolds          *prometheus.CounterVec
 	CombineLatePartials *prometheus.CounterVec
 	CombineLag          *prometheus.GaugeVec
 	IdlePartitions      *prometheus.GaugeVec
@@ -96,6 +98,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StateRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_state_runs_total", Help: "Runs of partials (one table per window a commit wrote partials of) ingested into the state store.",
 		}, []string{"stream"}),
+		StateFolds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turbine_state_folds_total", Help: "Windows whose stored partials a commit folded into one run of one partial per group (at the window's bound on runs, or after many classic partials).",
+		}, []string{"stream"}),
 		CombineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
 		}, []string{"stream"}),
@@ -147,7 +152,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.hops = &hopLag{lag: m.ConsumerLag, names: map[string]bool{}}
 	reg.MustRegister(m.RepRecordsOut, m.RepBytesOut, m.RepNullKeys, m.CombinePartialsOut, m.CombineBytesOut, m.CombineMarkersOut, m.hops)
 	reg.MustRegister(m.RecordsIn, m.RecordsOut, m.LateRows, m.DecodeErrors, m.NullEventTime, m.Watermark, m.WatermarkLag, m.BatchSeconds, m.OpenGroups,
-		m.RecoveredTimers, m.ExpiredGroups, m.HeldRows, m.StateRuns, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
+		m.RecoveredTimers, m.ExpiredGroups, m.HeldRows, m.StateRuns, m.StateFolds, m.IdlePartitions, m.CombineLatePartials, m.CombineLag)
 	return m
 }
 
@@ -168,6 +173,7 @@ func (m *Metrics) Forget(stream string) {
 	m.ExpiredGroups.DeletePartialMatch(l)
 	m.HeldRows.DeletePartialMatch(l)
 	m.StateRuns.DeletePartialMatch(l)
+	m.StateFolds.DeletePartialMatch(l)
 	m.IdlePartitions.DeletePartialMatch(l)
 	m.CombineLatePartials.DeletePartialMatch(l)
 	m.CombineLag.DeletePartialMatch(l)

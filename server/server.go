@@ -81,6 +81,10 @@ type Config struct {
 	// 4,096). Crash audits lower it so that their small commits take the
 	// run path too.
 	StateMinRunPartials int
+	// StateMaxWindowRuns lowers the runs at which a window's partials are
+	// folded into one run (state.Options.MaxWindowRuns; 0: the store's
+	// bound, 512). Crash audits lower it so that folds happen under faults.
+	StateMaxWindowRuns int
 	// MaxPollRecords bounds the records a stream or hop takes from one poll
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
@@ -306,7 +310,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.kafka = k
-	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS, MinRunPartials: cfg.StateMinRunPartials})
+	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS, MinRunPartials: cfg.StateMinRunPartials, MaxWindowRuns: cfg.StateMaxWindowRuns})
 	if errors.Is(err, syscall.EAGAIN) {
 		// Pebble's own lock: a process that did not take ours holds it.
 		return nil, fmt.Errorf("%w (%w)", &dirlock.HeldError{Dir: cfg.DataDir}, err)

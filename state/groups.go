@@ -69,6 +69,9 @@ type Pending struct {
 	nextRun  uint64
 	runsOpen bool
 	runsIn   map[int64]int // runs per window (MaxWindowRuns)
+	// classicIn counts the classic partials committed per window since
+	// the task opened or the window's last fold (runfold.go).
+	classicIn map[int64]int
 	// maxRuns bounds a window's runs (0: MaxWindowRuns; LimitRuns).
 	maxRuns int
 	deltas  int // partials among the pending writes
@@ -79,12 +82,24 @@ type Pending struct {
 // (each a window here), so they share the bound.
 func (p *Pending) LimitRuns(n int) { p.maxRuns = max(n, 1) }
 
-// WindowRuns is the bound on a window's runs.
+// WindowRuns is the bound on a window's runs: at it, the window's
+// partials are folded into one run (runfold.go).
 func (p *Pending) WindowRuns() int {
+	n := MaxWindowRuns
 	if p.maxRuns > 0 {
-		return p.maxRuns
+		n = p.maxRuns
 	}
-	return MaxWindowRuns
+	if p.s.maxRuns > 0 {
+		n = min(n, p.s.maxRuns)
+	}
+	return max(n, 2) // a fold leaves one run: at a bound of 1 every commit would fold again
+}
+
+// noteClassic counts a classic partial of window, when runs are open.
+func (p *Pending) noteClassic(window int64) {
+	if p.classicIn != nil {
+		p.classicIn[window]++
+	}
 }
 
 // NewPending starts an empty set of evicted groups of stream.

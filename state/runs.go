@@ -273,6 +273,7 @@ func (r *runWriter) discard() {
 func (p *Pending) OpenRuns() (dropped int, err error) {
 	p.runsOpen = true
 	p.runsIn = map[int64]int{}
+	p.classicIn = map[int64]int{}
 	windows, err := p.s.GroupWindows(p.stream)
 	if err != nil {
 		return 0, err

@@ -336,8 +336,11 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites, held SortedPartials) er
 		return false
 	}
 	put := func(k, v []byte, window int64, storedKG uint16) error {
-		if isDeltaKG(storedKG) && storedKG != runKG && toRun(window) {
-			return r.add(window, k, v, pl)
+		if isDeltaKG(storedKG) && storedKG != runKG {
+			if toRun(window) {
+				return r.add(window, k, v, pl)
+			}
+			p.noteClassic(window)
 		}
 		return b.b.Set(k, v, nil)
 	}
@@ -392,6 +395,7 @@ func (b *Batch) AbsorbSorted(p *Pending, w *GroupWrites, held SortedPartials) er
 		} else {
 			b.hkey = appendDeltaKey(b.hkey[:0], p.stream, hp.Window, hp.KG, hp.Key, hp.ID)
 			err = b.b.Set(b.hkey, hp.Val, nil)
+			p.noteClassic(hp.Window)
 		}
 		heldOK = held.Next(&hp)
 		return err

@@ -35,6 +35,7 @@ type Store struct {
 	runOpts    sstable.WriterOptions
 	runReadOpt sstable.ReaderOptions
 	minRun     int // Options.MinRunPartials
+	maxRuns    int // Options.MaxWindowRuns (0: none)
 
 	spaceMu  sync.Mutex
 	spaceAt  time.Time
@@ -71,6 +72,10 @@ type Options struct {
 	// MinRunPartials is the fewest partials a commit ingests as runs
 	// (runs.go); 0: minRunPartials. Tests lower it.
 	MinRunPartials int
+	// MaxWindowRuns lowers the bound on a window's runs, at which its
+	// partials are folded (runfold.go); 0: MaxWindowRuns. Tests and
+	// crash audits lower it, to fold often.
+	MaxWindowRuns int
 }
 
 // pebbleLogger routes Pebble's messages to slog at debug level, so its WAL
@@ -97,13 +102,16 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 		log = slog.Default()
 	}
 	fs := vfs.Default
-	minRun := minRunPartials
+	minRun, maxRuns := minRunPartials, 0
 	for _, o := range opts {
 		if o.FS != nil {
 			fs = o.FS
 		}
 		if o.MinRunPartials > 0 {
 			minRun = o.MinRunPartials
+		}
+		if o.MaxWindowRuns > 0 {
+			maxRuns = o.MaxWindowRuns
 		}
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
@@ -195,7 +203,7 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	// block-cache entry and a decompression; at 10^7 keys 4 KB blocks made
 	// the close's CPU half again as much (and the runs' bytes 10% more).
 	runOpts.BlockSize = 32 << 10
-	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun}, nil
+	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun, maxRuns: maxRuns}, nil
 }
 
 // CheckSpace returns a *DiskFullError while the state's file system has

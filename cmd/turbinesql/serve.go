@@ -197,7 +197,11 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	if err != nil {
 		return cfg, err
 	}
-	minRun, err := minRunPartials(getenv)
+	minRun, err := stateCount(getenv, "TURBINESQL_STATE_MIN_RUN_PARTIALS")
+	if err != nil {
+		return cfg, err
+	}
+	maxRuns, err := stateCount(getenv, "TURBINESQL_STATE_MAX_WINDOW_RUNS")
 	if err != nil {
 		return cfg, err
 	}
@@ -223,6 +227,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		TransitionWindow:    f.transitionWindow,
 		StateCacheMB:        cacheMB,
 		StateMinRunPartials: minRun,
+		StateMaxWindowRuns:  maxRuns,
 		StatementTimeout:    time.Duration(f.statementTimeout),
 		AllowNonDivisor:     allow == "1",
 		Auth:                auth, InitialPassword: password,
@@ -313,19 +318,21 @@ func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
 	}, nil
 }
 
-// minRunPartials reads TURBINESQL_STATE_MIN_RUN_PARTIALS, the fewest
-// partials a commit writes as a run of their own (unset: the store's
-// default). A knob for crash audits, whose commits are small: not a flag,
-// so that the previous release a rolling-upgrade audit starts with the
-// same environment ignores it.
-func minRunPartials(getenv func(string) (string, bool)) (int, error) {
-	v, ok := getenv("TURBINESQL_STATE_MIN_RUN_PARTIALS")
+// stateCount reads environment variable name, a count of 1 or more
+// (unset: 0, the store's default). The state knobs are for crash audits,
+// whose commits are small: TURBINESQL_STATE_MIN_RUN_PARTIALS, the fewest
+// partials a commit writes as a run of their own, and
+// TURBINESQL_STATE_MAX_WINDOW_RUNS, the runs at which a window's partials
+// are folded. Not flags, so that the previous release a rolling-upgrade
+// audit starts with the same environment ignores them.
+func stateCount(getenv func(string) (string, bool), name string) (int, error) {
+	v, ok := getenv(name)
 	if !ok || v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("TURBINESQL_STATE_MIN_RUN_PARTIALS=%q: want a count of 1 or more", v)
+		return 0, fmt.Errorf("%s=%q: want a count of 1 or more", name, v)
 	}
 	return n, nil
 }

@@ -1,0 +1,191 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// A window's partials would otherwise only grow until its close: a run per
+// commit that made one (up to the window's run bound, past which they went
+// through the memtable) and a classic partial for each other. An hour's or
+// a day's window committed every second kept a partial for every group
+// each commit touched (its disk grew with its events, not its groups), and
+// its close merged them all. Folding rewrites a window's stored partials
+// as one run holding a single partial per group, within a commit (so it
+// is atomic with the input offsets and logged like any write): the old
+// runs and classic partials are range-deleted, which the changelog
+// carries as a tombstone per partial (changelog.go), and the new run is
+// ingested with the commit's own.
+
+// Folder merges the encodings of one group's partials into one (exec's
+// Aggregator.MergedEncoding), appended to dst.
+type Folder func(dst []byte, encs [][]byte) ([]byte, error)
+
+// foldClassic is how many classic partials a window takes (committed
+// since the task opened or its last fold) before its partials are folded:
+// they go through Pebble's memtable, flushes and compactions, and the
+// close reads them all.
+const foldClassic = 1 << 20
+
+// FoldRuns folds the stored partials of each window of p that reached its
+// run bound, or took foldClassic classic partials, into one run (see
+// above): those of the store, not p's pending ones (the commit writes
+// them). nextID names the folded partials. It reports how many windows it
+// folded. Windows in closing (which the commit deletes) are not folded.
+// Call it before the commit's AbsorbSorted (whose runs count from the
+// folded one).
+func (b *Batch) FoldRuns(p *Pending, fold Folder, nextID func() DeltaID, closing []int64) (int, error) {
+	if !p.runsOpen {
+		return 0, nil
+	}
+	var due []int64
+	for w, n := range p.runsIn {
+		if n >= p.WindowRuns() && !slices.Contains(closing, w) {
+			due = append(due, w)
+		}
+	}
+	for w, n := range p.classicIn {
+		if n >= foldClassic && !slices.Contains(due, w) && !slices.Contains(closing, w) {
+			due = append(due, w)
+		}
+	}
+	slices.Sort(due)
+	for _, w := range due {
+		if err := b.foldWindow(p, w, fold, nextID); err != nil {
+			return 0, fmt.Errorf("fold the partials of %s: %w", p.stream, err)
+		}
+	}
+	return len(due), nil
+}
+
+// foldWindow folds window's stored partials into one new run.
+func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() DeltaID) error {
+	// The old runs, to delete: found before the new one exists.
+	lo, hi := runsOf(p.stream, window)
+	it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	var old [][]byte
+	pl := len(lo)
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) < pl+8 {
+			it.Close()
+			return errCorruptKey
+		}
+		pre := slices.Clone(k[:pl+8])
+		old = append(old, pre)
+		valid = it.SeekGE(bumped(pre))
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	// The stored partials, runs and classic, by group: read through an
+	// empty pending set, so none of p's (this commit's) come.
+	stored := b.s.NewPending(p.stream)
+	defer stored.Close()
+	scan := stored.ScanDeltas(window, nil)
+	if b.runs == nil {
+		b.runs = &runWriter{s: b.s}
+	}
+	r := b.runs
+	if err := r.finish(); err != nil {
+		scan.Close()
+		return err
+	}
+	r.scope, r.id = p.stream, p.nextRun
+	p.nextRun++
+	var (
+		kg    uint16
+		key   []byte
+		ends  []int // where each of the group's partials ends in arena
+		arena []byte
+		encs  [][]byte
+		val   []byte
+	)
+	// flush writes the group gathered (its partials' values in arena),
+	// folded when it has more than one.
+	flush := func() error {
+		if len(ends) == 0 {
+			return nil
+		}
+		v := arena
+		if len(ends) > 1 {
+			encs = encs[:0]
+			start := 0
+			for _, e := range ends {
+				encs = append(encs, arena[start:e])
+				start = e
+			}
+			var err error
+			if val, err = fold(val[:0], encs); err != nil {
+				return err
+			}
+			v = val
+		}
+		ends, arena = ends[:0], arena[:0]
+		return r.addPartial(window, kg, key, nextID(), v)
+	}
+	for {
+		gkg, gkey, gval, ok := scan.Next()
+		if !ok {
+			break
+		}
+		if len(ends) > 0 && (gkg != kg || !bytes.Equal(gkey, key)) {
+			if err := flush(); err != nil {
+				scan.Close()
+				return err
+			}
+		}
+		if len(ends) == 0 {
+			kg, key = gkg, append(key[:0], gkey...)
+		}
+		arena = append(arena, gval...) // the scan's value lasts until its next step
+		ends = append(ends, len(arena))
+	}
+	if err := scan.Close(); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := r.finish(); err != nil {
+		return err
+	}
+	// The new run's marker, then the old runs and classic partials go
+	// (the new run's id is past theirs: its range is not among them).
+	runs := len(r.marks) // the new run, unless the window had no partial
+	for _, m := range r.marks {
+		if err := b.b.Set(m, nil, nil); err != nil {
+			return err
+		}
+	}
+	r.marks = r.marks[:0]
+	for _, pre := range old {
+		if err := b.b.DeleteRange(pre, bumped(pre), nil); err != nil {
+			return err
+		}
+	}
+	for _, rg := range classicRanges(p.stream, window) {
+		if err := b.b.DeleteRange(rg[0], rg[1], nil); err != nil {
+			return err
+		}
+	}
+	p.runsIn[window] = runs
+	delete(p.classicIn, window)
+	return nil
+}
+
+// classicRanges are the key ranges of window's classic partials: their
+// stored key groups are deltaKG's, below the runs' (runKG) and, for the
+// NULL key group, just above.
+func classicRanges(scope string, window int64) [2][2][]byte {
+	return [2][2][]byte{
+		{GroupKey(scope, window, deltaKGBit, nil), GroupKey(scope, window, runKG, nil)},
+		{GroupKey(scope, window, nullDeltaKG, nil), GroupKey(scope, window, nullDeltaKG+1, nil)},
+	}
+}
