@@ -26,6 +26,14 @@ const restoreEvery = 4 << 20
 // changelog's end.
 func (t *task) restoreChangelog(ctx context.Context, end int64) error {
 	cfg, st := t.st.cfg, t.st.deps.Store
+	// A run a crash left between its ingest and its commit's batch goes
+	// first: that commit's records may be in the changelog, and would
+	// mark the run committed (state's DropUnmarkedRuns).
+	if n, err := st.DropUnmarkedRuns(cfg.State, t.p); err != nil {
+		return err
+	} else if n > 0 {
+		t.st.log.Info("dropped runs of a commit that never landed", "partition", t.p, "runs", n)
+	}
 	from, known, err := st.ChangelogPosition(cfg.State, t.p)
 	if err != nil {
 		return err

@@ -171,6 +171,7 @@ type Store interface {
 	HasScope(name string, p int32) (bool, error)
 	DropScope(name string, p int32) error
 	NewRestore(name string, p int32) *state.Restore
+	DropUnmarkedRuns(name string, p int32) (int, error)
 	EachScopeKey(name string, p int32, fn func(key, val []byte) error) error
 	Watch(name string, p int32) (stop func() []state.Change)
 }

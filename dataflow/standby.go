@@ -145,6 +145,12 @@ func (sb *standbys) decide(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		// As a task's restore does: a run this disk's last task of p
+		// ingested without its batch goes before the changelog's records
+		// could mark it committed.
+		if _, err := s.deps.Store.DropUnmarkedRuns(s.cfg.State, p); err != nil {
+			return err
+		}
 		if sb.fol == nil {
 			if sb.fol, err = s.deps.Kafka.NewPartitionFollower(s.cfg.Changelog); err != nil {
 				return err

@@ -52,6 +52,9 @@ type Config struct {
 	// AfterTxn is the runtime's fault-injection point between an
 	// exactly-once commit's transaction and its state write (nil: none).
 	AfterTxn func()
+	// AfterIngest is the state store's fault-injection point between a
+	// commit's runs' ingest and its batch (state.Options.AfterIngest).
+	AfterIngest func()
 	// Auth is how pgwire clients log in: AuthTrust (the default, any user
 	// without a password) or AuthSCRAM (SCRAM-SHA-256 against the users
 	// kept in the catalog).
@@ -310,7 +313,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.kafka = k
-	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS, MinRunPartials: cfg.StateMinRunPartials, MaxWindowRuns: cfg.StateMaxWindowRuns})
+	st, err := state.Open(filepath.Join(cfg.DataDir, "state"), s.log, state.Options{FS: cfg.stateFS, MinRunPartials: cfg.StateMinRunPartials, MaxWindowRuns: cfg.StateMaxWindowRuns, AfterIngest: cfg.AfterIngest})
 	if errors.Is(err, syscall.EAGAIN) {
 		// Pebble's own lock: a process that did not take ours holds it.
 		return nil, fmt.Errorf("%w (%w)", &dirlock.HeldError{Dir: cfg.DataDir}, err)

@@ -72,6 +72,8 @@ type Pending struct {
 	// classicIn counts the classic partials committed per window since
 	// the task opened or the window's last fold (runfold.go).
 	classicIn map[int64]int
+	// foldedIn is the partials each window's last fold wrote.
+	foldedIn map[int64]int
 	// maxRuns bounds a window's runs (0: MaxWindowRuns; LimitRuns).
 	maxRuns int
 	deltas  int // partials among the pending writes

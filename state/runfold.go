@@ -41,33 +41,48 @@ func (b *Batch) FoldRuns(p *Pending, fold Folder, nextID func() DeltaID, closing
 	if !p.runsOpen {
 		return 0, nil
 	}
+	// The commit deletes the closing windows: their counts go.
+	for _, w := range closing {
+		delete(p.runsIn, w)
+		delete(p.classicIn, w)
+		delete(p.foldedIn, w)
+	}
 	var due []int64
 	for w, n := range p.runsIn {
-		if n >= p.WindowRuns() && !slices.Contains(closing, w) {
+		if n >= p.WindowRuns() {
 			due = append(due, w)
 		}
 	}
 	for w, n := range p.classicIn {
-		if n >= foldClassic && !slices.Contains(due, w) && !slices.Contains(closing, w) {
+		// Past foldClassic, and past what the last fold wrote: a fold
+		// rewrites the whole window, so a window of many groups is not
+		// rewritten for a few classic partials each.
+		if n >= max(foldClassic, p.foldedIn[w]) && !slices.Contains(due, w) {
 			due = append(due, w)
 		}
 	}
 	slices.Sort(due)
+	folded := 0
 	for _, w := range due {
-		if err := b.foldWindow(p, w, fold, nextID); err != nil {
+		did, err := b.foldWindow(p, w, fold, nextID)
+		if err != nil {
 			return 0, fmt.Errorf("fold the partials of %s: %w", p.stream, err)
 		}
+		if did {
+			folded++
+		}
 	}
-	return len(due), nil
+	return folded, nil
 }
 
-// foldWindow folds window's stored partials into one new run.
-func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() DeltaID) error {
+// foldWindow folds window's stored partials into one new run; did is
+// false when the window had none (deleted since its counts were kept).
+func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() DeltaID) (did bool, err error) {
 	// The old runs, to delete: found before the new one exists.
 	lo, hi := runsOf(p.stream, window)
 	it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return err
+		return false, err
 	}
 	var old [][]byte
 	pl := len(lo)
@@ -75,14 +90,14 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 		k := it.Key()
 		if len(k) < pl+8 {
 			it.Close()
-			return errCorruptKey
+			return false, errCorruptKey
 		}
 		pre := slices.Clone(k[:pl+8])
 		old = append(old, pre)
 		valid = it.SeekGE(bumped(pre))
 	}
 	if err := it.Close(); err != nil {
-		return err
+		return false, err
 	}
 	// The stored partials, runs and classic, by group: read through an
 	// empty pending set, so none of p's (this commit's) come.
@@ -95,7 +110,7 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 	r := b.runs
 	if err := r.finish(); err != nil {
 		scan.Close()
-		return err
+		return false, err
 	}
 	r.scope, r.id = p.stream, p.nextRun
 	p.nextRun++
@@ -106,6 +121,8 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 		arena []byte
 		encs  [][]byte
 		val   []byte
+		// written counts the folded partials.
+		written int
 	)
 	// flush writes the group gathered (its partials' values in arena),
 	// folded when it has more than one.
@@ -128,6 +145,7 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 			v = val
 		}
 		ends, arena = ends[:0], arena[:0]
+		written++
 		return r.addPartial(window, kg, key, nextID(), v)
 	}
 	for {
@@ -138,7 +156,7 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 		if len(ends) > 0 && (gkg != kg || !bytes.Equal(gkey, key)) {
 			if err := flush(); err != nil {
 				scan.Close()
-				return err
+				return false, err
 			}
 		}
 		if len(ends) == 0 {
@@ -148,36 +166,43 @@ func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() 
 		ends = append(ends, len(arena))
 	}
 	if err := scan.Close(); err != nil {
-		return err
+		return false, err
 	}
 	if err := flush(); err != nil {
-		return err
+		return false, err
 	}
 	if err := r.finish(); err != nil {
-		return err
+		return false, err
+	}
+	if written == 0 && len(old) == 0 {
+		// Nothing stored (the window went with an earlier commit).
+		delete(p.runsIn, window)
+		delete(p.classicIn, window)
+		return false, nil
 	}
 	// The new run's marker, then the old runs and classic partials go
 	// (the new run's id is past theirs: its range is not among them).
 	runs := len(r.marks) // the new run, unless the window had no partial
 	for _, m := range r.marks {
 		if err := b.b.Set(m, nil, nil); err != nil {
-			return err
+			return false, err
 		}
 	}
 	r.marks = r.marks[:0]
 	for _, pre := range old {
 		if err := b.b.DeleteRange(pre, bumped(pre), nil); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for _, rg := range classicRanges(p.stream, window) {
 		if err := b.b.DeleteRange(rg[0], rg[1], nil); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p.runsIn[window] = runs
 	delete(p.classicIn, window)
-	return nil
+	p.foldedIn[window] = written
+	return true, nil
 }
 
 // classicRanges are the key ranges of window's classic partials: their

@@ -155,11 +155,6 @@ func TestFoldRuns(t *testing.T) {
 		t.Fatalf("after a fold that never committed: %d partials (want %d), sums differ: %v", n, parts7, got)
 	}
 
-	b = st.NewScopedBatch("s", 0)
-	if n, err := b.FoldRuns(p, sumFolder, nextID, []int64{7}); err != nil || n != 0 {
-		t.Fatalf("folded %d windows (%v) with window 7 closing, want none", n, err)
-	}
-	b.Close()
 	commit(500, 520, []int64{7, 8}, true, true) // folds window 7 only
 	got7, n7 := sums(st, 7)
 	if !mapsEqual(got7, want[7]) {
@@ -182,6 +177,15 @@ func TestFoldRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A window the commit closes is not folded, and its counts go:
+	// window 8 (3 runs) is at a bound of 3, window 7 (2) below it.
+	p.LimitRuns(3)
+	b = st.NewScopedBatch("s", 0)
+	if n, err := b.FoldRuns(p, sumFolder, nextID, []int64{8}); err != nil || n != 0 || p.runsIn[8] != 0 {
+		t.Fatalf("folded %d windows (%v) with window 8 closing, want none (its runs counted: %d)", n, err, p.runsIn[8])
+	}
+	b.Close()
+
 	// The changelog rebuilds both windows.
 	moved, err := Open(t.TempDir(), nil)
 	if err != nil {
@@ -202,6 +206,25 @@ func TestFoldRuns(t *testing.T) {
 		if got, want := scanPartials(t, moved, scope, win), scanPartials(t, st, scope, win); !slices.Equal(got, want) {
 			t.Fatalf("window %d restored from the changelog:\n got %v\nwant %v", win, got, want)
 		}
+	}
+
+	// A window deleted by a commit that did not fold (its counts kept) is
+	// not "folded" later: nothing of it is stored.
+	b = st.NewScopedBatch("s", 0)
+	if err := b.DeleteWindowGroups(7, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p.LimitRuns(2)
+	b = st.NewScopedBatch("s", 0)
+	defer b.Close()
+	if n, err := b.FoldRuns(p, sumFolder, nextID, nil); err != nil || n != 0 {
+		t.Fatalf("folded %d windows (%v) after window 7 was deleted, want none", n, err)
+	}
+	if _, ok := p.runsIn[7]; ok {
+		t.Fatal("window 7's runs still counted after it was found empty")
 	}
 }
 
@@ -224,4 +247,101 @@ func mapsEqual(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestRunsCrashAfterIngestRestored: a commit's changelog is written
+// before its state, so a crash between its runs' ingest and its batch
+// leaves runs on disk whose commit the changelog holds. The restore that
+// follows drops them before applying the records (which bring the runs
+// back, each partial under its own key, marker included): every partial
+// counts once, a fold's (the whole window's) too.
+func TestRunsCrashAfterIngestRestored(t *testing.T) {
+	for _, fold := range []bool{false, true} {
+		t.Run(fmt.Sprint("fold=", fold), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{MinRunPartials: 1, MaxWindowRuns: 2} // the third commit folds
+			if !fold {
+				opts.MaxWindowRuns = 10 // the third commit writes a run
+			}
+			st, err := Open(dir, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scope := Scope("s", 0)
+			key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{1}, uint64(i)) }
+			seq := uint64(0)
+			nextID := func() DeltaID { seq++; return DeltaID{Gen: 1, Seq: seq} }
+			p := runsPending(t, st, scope)
+			want := 0
+			var last [][2][]byte
+			commit := func(doFold, whole bool) {
+				t.Helper()
+				var w GroupWrites
+				for i := 0; i < 5; i++ {
+					w.PutDelta(7, 1, key(i), nextID(), []byte("1"))
+					want++
+				}
+				b := st.NewScopedBatch("s", 0)
+				defer b.Close()
+				if doFold {
+					if n, err := b.FoldRuns(p, sumFolder, nextID, nil); err != nil || n != 1 {
+						t.Fatalf("folded %d windows (%v), want 1", n, err)
+					}
+				}
+				if err := b.AbsorbSorted(p, &w, nil); err != nil {
+					t.Fatal(err)
+				}
+				last = nil
+				if err := b.EachChange(func(k, v []byte) error {
+					last = append(last, [2][]byte{slices.Clone(k), slices.Clone(v)})
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if whole {
+					if err := b.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				if err := b.ingestRuns(); err != nil { // then the crash
+					t.Fatal(err)
+				}
+			}
+			commit(false, true)
+			commit(false, true)
+			commit(fold, false) // logged, its runs ingested, its batch lost
+			p.Close()
+			st.Close()
+			if st, err = Open(dir, nil, opts); err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if n, err := st.DropUnmarkedRuns("s", 0); err != nil || n == 0 {
+				t.Fatalf("dropped %d runs (%v): want the crashed commit's", n, err)
+			}
+			r := st.NewRestore("s", 0)
+			for _, c := range last {
+				if err := r.Apply(c[0], EncodeChange(c[1])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Write(1); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			got := 0
+			for _, e := range scanPartials(t, st, scope, 7) {
+				_, v, _ := cutLast(e, "=")
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += n
+			}
+			if got != want {
+				t.Fatalf("window 7 sums to %d after the restore, want %d", got, want)
+			}
+		})
+	}
 }

@@ -274,15 +274,38 @@ func (p *Pending) OpenRuns() (dropped int, err error) {
 	p.runsOpen = true
 	p.runsIn = map[int64]int{}
 	p.classicIn = map[int64]int{}
-	windows, err := p.s.GroupWindows(p.stream)
+	p.foldedIn = map[int64]int{}
+	return p.s.sweepRuns(p.stream, func(window int64, id uint64, marked bool) {
+		p.nextRun = max(p.nextRun, id+1)
+		if marked {
+			p.runsIn[window]++
+		}
+	})
+}
+
+// DropUnmarkedRuns deletes partition p's runs of stream without a marker
+// (see OpenRuns) before its changelog is applied (a task's restore, a
+// standby copy's start): that commit's records may be in the
+// changelog (it is written before the state), and applying them would
+// bring the run's marker back beside the run the crash left, whose
+// partials would then count twice (each restored under its own key, and
+// again in the ingested chunks).
+func (s *Store) DropUnmarkedRuns(stream string, p int32) (int, error) {
+	return s.sweepRuns(Scope(stream, p), func(int64, uint64, bool) {})
+}
+
+// sweepRuns deletes scope's runs without a marker, calling seen for every
+// run (marked or not) first.
+func (s *Store) sweepRuns(scope string, seen func(window int64, id uint64, marked bool)) (dropped int, err error) {
+	windows, err := s.GroupWindows(scope)
 	if err != nil {
 		return 0, err
 	}
-	b := p.s.db.NewBatch()
+	b := s.db.NewBatch()
 	defer b.Close()
 	for _, w := range windows {
-		lo, hi := runsOf(p.stream, w)
-		it, err := p.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		lo, hi := runsOf(scope, w)
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
 			return 0, err
 		}
@@ -294,16 +317,15 @@ func (p *Pending) OpenRuns() (dropped int, err error) {
 				return 0, errCorruptKey
 			}
 			id := binary.BigEndian.Uint64(k[pl:])
-			p.nextRun = max(p.nextRun, id+1)
 			pre := slices.Clone(k[:pl+8])
-			if len(k) != pl+8 { // the first key is not the marker
+			marked := len(k) == pl+8 // the marker is the run's first key
+			seen(w, id, marked)
+			if !marked {
 				if err := b.DeleteRange(pre, bumped(pre), nil); err != nil {
 					it.Close()
 					return 0, err
 				}
 				dropped++
-			} else {
-				p.runsIn[w]++
 			}
 			valid = it.SeekGE(bumped(pre))
 		}
@@ -315,7 +337,7 @@ func (p *Pending) OpenRuns() (dropped int, err error) {
 		return 0, nil
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return 0, fmt.Errorf("drop uncommitted runs of %s: %w", p.stream, err)
+		return 0, fmt.Errorf("drop uncommitted runs of %s: %w", scope, err)
 	}
 	return dropped, nil
 }

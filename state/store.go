@@ -36,6 +36,8 @@ type Store struct {
 	runReadOpt sstable.ReaderOptions
 	minRun     int // Options.MinRunPartials
 	maxRuns    int // Options.MaxWindowRuns (0: none)
+	// afterIngest is Options.AfterIngest.
+	afterIngest func()
 
 	spaceMu  sync.Mutex
 	spaceAt  time.Time
@@ -76,6 +78,10 @@ type Options struct {
 	// partials are folded (runfold.go); 0: MaxWindowRuns. Tests and
 	// crash audits lower it, to fold often.
 	MaxWindowRuns int
+	// AfterIngest, when set, runs between a commit's runs' ingest and its
+	// batch: crash audits exit there, the window a run is left without
+	// its marker.
+	AfterIngest func()
 }
 
 // pebbleLogger routes Pebble's messages to slog at debug level, so its WAL
@@ -103,6 +109,7 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	}
 	fs := vfs.Default
 	minRun, maxRuns := minRunPartials, 0
+	var afterIngest func()
 	for _, o := range opts {
 		if o.FS != nil {
 			fs = o.FS
@@ -112,6 +119,9 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 		}
 		if o.MaxWindowRuns > 0 {
 			maxRuns = o.MaxWindowRuns
+		}
+		if o.AfterIngest != nil {
+			afterIngest = o.AfterIngest
 		}
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
@@ -203,7 +213,7 @@ func Open(dir string, log *slog.Logger, opts ...Options) (*Store, error) {
 	// block-cache entry and a decompression; at 10^7 keys 4 KB blocks made
 	// the close's CPU half again as much (and the runs' bytes 10% more).
 	runOpts.BlockSize = 32 << 10
-	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun, maxRuns: maxRuns}, nil
+	return &Store{db: db, fs: fs, dir: dir, minFree: minFree, runOpts: runOpts, runReadOpt: ropts.MakeReaderOptions(), minRun: minRun, maxRuns: maxRuns, afterIngest: afterIngest}, nil
 }
 
 // CheckSpace returns a *DiskFullError while the state's file system has
@@ -401,9 +411,13 @@ func (b *Batch) Commit() error {
 	}
 	// The runs first, the batch (their markers, the input offsets) after:
 	// a crash between the two leaves runs without markers, which the
-	// task's next open deletes (OpenRuns).
+	// task's next open deletes (DropUnmarkedRuns, OpenRuns).
+	ingested := b.Runs() > 0
 	if err := b.ingestRuns(); err != nil {
 		return err
+	}
+	if ingested && b.s.afterIngest != nil {
+		b.s.afterIngest()
 	}
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("commit state of %s: %w", b.stream, err)

@@ -193,7 +193,11 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		return cfg, err
 	}
 	allow, _ := getenv("TURBINE_ALLOW_NON_DIVISOR_PARTITIONS")
-	afterTxn, err := crashAfterTxn(getenv)
+	afterTxn, err := crashAt(getenv, "exiting between a transaction's commit and the state's write")
+	if err != nil {
+		return cfg, err
+	}
+	afterIngest, err := crashAt(getenv, "exiting between a commit's runs' ingest and its state batch")
 	if err != nil {
 		return cfg, err
 	}
@@ -216,8 +220,8 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		cacheMB = -1 // unlimited
 	}
 	cfg = server.Config{
-		AfterTxn: afterTxn,
-		DataDir:  f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
+		AfterTxn: afterTxn, AfterIngest: afterIngest,
+		DataDir: f.dataDir, PGAddr: f.pgAddr, HTTPAddr: f.httpAddr, KafkaAddr: f.kafkaAddr, AppID: f.appID, Logger: log,
 		CommitInterval:      f.commitEvery,
 		SessionTimeout:      f.session,
 		StandbyReplicas:     f.standbys,
@@ -296,12 +300,15 @@ func secret(src config.Sources, getenv func(string) (string, bool), fileKey, pat
 // TURBINESQL_CRASH_AFTER_TXN, so the audit tells it from a real failure.
 const CrashAfterTxnExit = 77
 
-// crashAfterTxn reads TURBINESQL_CRASH_AFTER_TXN, a probability: after
-// each exactly-once transaction commits, and before the state is
-// written, the process exits at once with that probability (no deferred
-// cleanup, as a SIGKILL). It is how the audit proves that a crash in that
-// window emits nothing twice. Unset: never.
-func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
+// crashAt reads TURBINESQL_CRASH_AFTER_TXN, a probability, for one of
+// its two points: after each exactly-once transaction commits and before
+// the state is written, and (the state's AfterIngest) after a commit's
+// runs are ingested and before its state batch. At each, the process
+// exits at once with that probability (no deferred cleanup, as a
+// SIGKILL), printing what. It is how the audit proves that a crash in
+// those windows emits nothing twice and counts nothing twice. Unset:
+// never.
+func crashAt(getenv func(string) (string, bool), what string) (func(), error) {
 	v, ok := getenv("TURBINESQL_CRASH_AFTER_TXN")
 	if !ok || v == "" {
 		return nil, nil
@@ -312,7 +319,7 @@ func crashAfterTxn(getenv func(string) (string, bool)) (func(), error) {
 	}
 	return func() {
 		if rand.Float64() < p {
-			fmt.Fprintln(os.Stderr, "TURBINESQL_CRASH_AFTER_TXN: exiting between a transaction's commit and the state's write")
+			fmt.Fprintln(os.Stderr, "TURBINESQL_CRASH_AFTER_TXN: "+what)
 			os.Exit(CrashAfterTxnExit)
 		}
 	}, nil
