@@ -72,21 +72,7 @@ func TestFoldRuns(t *testing.T) {
 		if err := b.AbsorbSorted(p, &w, nil); err != nil {
 			t.Fatal(err)
 		}
-		if !whole {
-			if err := b.ingestRuns(); err != nil { // and then the crash
-				t.Fatal(err)
-			}
-			return
-		}
-		if err := b.EachChange(func(k, v []byte) error {
-			changelog = append(changelog, [2][]byte{slices.Clone(k), slices.Clone(v)})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		changelog = append(changelog, commitOrCrash(t, b, whole)...)
 	}
 	// Window 7 gets two commits past its bound (classic partials), window
 	// 8 stays below it.
@@ -187,21 +173,7 @@ func TestFoldRuns(t *testing.T) {
 	b.Close()
 
 	// The changelog rebuilds both windows.
-	moved, err := Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer moved.Close()
-	r := moved.NewRestore("s", 0)
-	for _, c := range changelog {
-		if err := r.Apply(c[0], EncodeChange(c[1])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Write(int64(len(changelog))); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
+	moved := restored(t, changelog)
 	for _, win := range []int64{7, 8} {
 		if got, want := scanPartials(t, moved, scope, win), scanPartials(t, st, scope, win); !slices.Equal(got, want) {
 			t.Fatalf("window %d restored from the changelog:\n got %v\nwant %v", win, got, want)
@@ -291,13 +263,7 @@ func TestRunsCrashAfterIngestRestored(t *testing.T) {
 				if err := b.AbsorbSorted(p, &w, nil); err != nil {
 					t.Fatal(err)
 				}
-				last = nil
-				if err := b.EachChange(func(k, v []byte) error {
-					last = append(last, [2][]byte{slices.Clone(k), slices.Clone(v)})
-					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
+				last = changesOf(t, b)
 				if whole {
 					if err := b.Commit(); err != nil {
 						t.Fatal(err)
@@ -320,16 +286,7 @@ func TestRunsCrashAfterIngestRestored(t *testing.T) {
 			if n, err := st.DropUnmarkedRuns("s", 0); err != nil || n == 0 {
 				t.Fatalf("dropped %d runs (%v): want the crashed commit's", n, err)
 			}
-			r := st.NewRestore("s", 0)
-			for _, c := range last {
-				if err := r.Apply(c[0], EncodeChange(c[1])); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := r.Write(1); err != nil {
-				t.Fatal(err)
-			}
-			r.Close()
+			replay(t, st, last)
 			got := 0
 			for _, e := range scanPartials(t, st, scope, 7) {
 				_, v, _ := cutLast(e, "=")

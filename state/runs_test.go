@@ -45,21 +45,7 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 		if b.runs == nil || len(b.runs.paths) != 1 {
 			t.Fatal("no run written")
 		}
-		if !whole {
-			if err := b.ingestRuns(); err != nil { // and then the crash
-				t.Fatal(err)
-			}
-			return
-		}
-		if err := b.EachChange(func(k, v []byte) error {
-			changelog = append(changelog, [2][]byte{slices.Clone(k), slices.Clone(v)})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		changelog = append(changelog, commitOrCrash(t, b, whole)...)
 	}
 	scan := func(st *Store) []string { return scanPartials(t, st, scope, 7) }
 	offset := func(st *Store) int64 {
@@ -94,12 +80,62 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 		t.Fatalf("after the replayed commit: offset %d, %d partials (want 200, 60)", offset(st), len(want))
 	}
 
-	moved, err := Open(t.TempDir(), nil)
+	moved := restored(t, changelog)
+	if got := scan(moved); !slices.Equal(got, want) || offset(moved) != 200 {
+		t.Fatalf("restored from the changelog: offset %d, partials\n got %v\nwant %v", offset(moved), got, want)
+	}
+}
+
+// commitOrCrash commits b and returns its changelog records when whole;
+// else it ingests b's runs only, as a crash between the two leaves them
+// (nothing logged).
+func commitOrCrash(t *testing.T, b *Batch, whole bool) [][2][]byte {
+	t.Helper()
+	if !whole {
+		if err := b.ingestRuns(); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	changes := changesOf(t, b)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return changes
+}
+
+// changesOf is b's changelog records (EachChange), copied.
+func changesOf(t *testing.T, b *Batch) [][2][]byte {
+	t.Helper()
+	var out [][2][]byte
+	if err := b.EachChange(func(k, v []byte) error {
+		out = append(out, [2][]byte{slices.Clone(k), slices.Clone(v)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// restored is a store on an empty disk with partition 0 of "s" rebuilt
+// from changelog (a commit's records, as EachChange gives them), as
+// another node restores it.
+func restored(t *testing.T, changelog [][2][]byte) *Store {
+	t.Helper()
+	st, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer moved.Close()
-	r := moved.NewRestore("s", 0)
+	t.Cleanup(func() { st.Close() })
+	replay(t, st, changelog)
+	return st
+}
+
+// replay applies changelog to partition 0 of "s" in st.
+func replay(t *testing.T, st *Store, changelog [][2][]byte) {
+	t.Helper()
+	r := st.NewRestore("s", 0)
+	defer r.Close()
 	for _, c := range changelog {
 		if err := r.Apply(c[0], EncodeChange(c[1])); err != nil {
 			t.Fatal(err)
@@ -107,10 +143,6 @@ func TestRunsAtomicWithOffsets(t *testing.T) {
 	}
 	if err := r.Write(int64(len(changelog))); err != nil {
 		t.Fatal(err)
-	}
-	r.Close()
-	if got := scan(moved); !slices.Equal(got, want) || offset(moved) != 200 {
-		t.Fatalf("restored from the changelog: offset %d, partials\n got %v\nwant %v", offset(moved), got, want)
 	}
 }
 
