@@ -152,7 +152,7 @@ func TestParsePane(t *testing.T) {
 // so no row can be late under any interleaving of partitions.
 func TestInputCannotBeLate(t *testing.T) {
 	const parts = 4
-	w := &workload{parts: parts, keys: newKeys(parts), rng: rand.New(rand.NewPCG(3, 2))}
+	w := &workload{parts: parts, keys: newKeys(parts, defaultUsers), rng: rand.New(rand.NewPCG(3, 2))}
 	for p, ts := range w.keys.tenants {
 		for _, k := range ts {
 			if got := state.PartitionFor([]byte(k), parts); got != int32(p) {

@@ -43,6 +43,7 @@ type options struct {
 	crashAfterTxn        float64
 	cacheMB              int
 	minRun               int
+	users                int
 	maxRuns              int
 	events               int
 	extBrokers           string
@@ -85,6 +86,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.Float64Var(&o.crashAfterTxn, "crash-after-txn", defaults.CrashAfterTxn, "exactly-once only: probability, per task commit, that the server crashes itself between the transaction's commit and the state's write (the narrowest window; TURBINESQL_CRASH_AFTER_TXN)")
 	fs.IntVar(&o.cacheMB, "state-cache-mb", 0, "the server's --state-cache-mb (0: its default): a small cache makes every stream's state live mostly in Pebble")
 	fs.IntVar(&o.maxRuns, "state-max-window-runs", 0, "the runs at which a server folds a window's partials into one (TURBINESQL_STATE_MAX_WINDOW_RUNS; 0: its default, 512)")
+	fs.IntVar(&o.users, "users", defaultUsers, "distinct user_id keys in the input: many (thousands) put windows' groups out of a small -state-cache-mb, so commits write runs and fold them")
 	fs.IntVar(&o.minRun, "state-min-run-partials", 0, "the fewest partials a server commit writes as a run of their own (TURBINESQL_STATE_MIN_RUN_PARTIALS; 0: its default, 4,096, which the audit's small commits rarely reach)")
 	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")
 	fs.IntVar(&o.diskFulls, "disk-full", 0, "times the server's data dir (a tmpfs of its own; needs root) fills up while input arrives, then is freed")
@@ -219,8 +221,8 @@ func run(o options) (int, error) {
 	}
 	c := &chaos{o: o, rng: rand.New(rand.NewPCG(o.seed, 1)), start: time.Now(), work: work,
 		late: map[int]map[string]lateSeen{}, status: map[string]string{}}
-	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s -nodes %d -wipe %g)\n",
-		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee, o.nodes, o.wipe)
+	fmt.Printf("%s: seed %d, %s (replay: -seed %d -kills %d -broker-restarts %d -disk-full %d -seconds %g -rate %d -partitions %d -sigterm %g -guarantee %s -nodes %d -wipe %g -users %d)\n",
+		o.name, o.seed, o.guarantee, o.seed, o.faults, o.brokerFaults, o.diskFulls, o.seconds, o.rate, o.parts, o.termShare, o.guarantee, o.nodes, o.wipe, o.users)
 	if o.upgradeFrom != "" {
 		fmt.Printf("%s: replay the rolling upgrade with -upgrade-from %s\n", o.name, o.upgradeFrom)
 	}
@@ -333,7 +335,7 @@ func (c *chaos) main(ctx context.Context, bin string) (int, error) {
 		return 0, err
 	}
 	defer cl.Close()
-	w := &workload{parts: o.parts, keys: newKeys(o.parts), rng: rand.New(rand.NewPCG(o.seed, 2))}
+	w := &workload{parts: o.parts, keys: newKeys(o.parts, o.users), rng: rand.New(rand.NewPCG(o.seed, 2))}
 	prod := &producer{cl: cl, topic: c.prefix + "ev", w: w}
 	c.prod = prod
 	interval := time.Duration(float64(time.Second) * float64(rowsPerPart*o.parts) / float64(o.rate))

@@ -49,7 +49,9 @@ const (
 	// for phaseMs of event time, then rests for 2*phaseMs (> sessionMs).
 	phaseMs        = 4_000
 	tenantsPerPart = 8
-	users          = 40
+	// defaultUsers is the user_id keys' count (-users): few, so windows
+	// hold many rows a group.
+	defaultUsers = 40
 )
 
 var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -74,7 +76,7 @@ type keys struct {
 	users   []string
 }
 
-func newKeys(parts int) keys {
+func newKeys(parts, users int) keys {
 	k := keys{tenants: make([][]string, parts)}
 	for i, full := 0, 0; full < parts; i++ {
 		name := fmt.Sprintf("tenant-%03d", i)
@@ -86,7 +88,7 @@ func newKeys(parts int) keys {
 			}
 		}
 	}
-	for i := 0; i < users; i++ {
+	for i := 0; i < max(users, 1); i++ {
 		k.users = append(k.users, fmt.Sprintf("user-%02d", i))
 	}
 	return k
