@@ -630,3 +630,40 @@ func TestHopSlicesShareTheRunBound(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadChunksClosedWithTheTask: a task that stops without its commit
+// (a cancelled one) after a cold window's close was handed on but not read
+// closes the window's store cursors with the operator, so the store then
+// closes (Pebble panics on a close with tables still referenced).
+func TestUnreadChunksClosedWithTheTask(t *testing.T) {
+	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &HashAgg{Plan: planOf(t, tumbleSQL, "auto"), Cache: NewCacheBudget(1)}
+	p := h.Plan
+	r := newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+	recs := ev(0, 0, metamorphicRows(40000, 20000)...)
+	for off := 0; off < len(recs); off += 2000 {
+		r.feed(recs[off : off+2000])
+		r.commit(int64(off + 2000))
+	}
+	out, err := h.OnWatermark(context.Background(), Watermark{WM: 1 << 40, Has: true, Now: r.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out == nil || out.More == nil {
+		t.Fatal("no window closed a chunk at a time: nothing went cold")
+	}
+	for _, op := range r.ops { // stopped: nobody reads the rest
+		op.Close()
+	}
+	defer func() {
+		if e := recover(); e != nil {
+			t.Fatalf("the store's close panicked: %v", e)
+		}
+	}()
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

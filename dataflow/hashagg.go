@@ -584,23 +584,34 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 	return nil
 }
 
-// commitCached is Commit of a cached aggregation: the groups evicted
-// since the last commit first, then the expired windows' deletions (a
-// range per owned key group for a window whose groups left memory), then
-// the changed groups in memory.
-func (h *HashAgg) commitCached(c *Commit) error {
+// drain reads to their end the cold windows' chunks handed on but not
+// read (nobody will), which closes their cursors.
+// A chunk that fails has closed its own cursors: the others still drain.
+func (h *HashAgg) drain() error {
+	var first error
 	for _, more := range h.draining {
-		for { // a window's chunks nobody read: finish, closing its cursors
+		for {
 			b, err := more()
-			if err != nil {
-				return err
+			if err != nil && first == nil {
+				first = err
 			}
-			if b == nil {
+			if err != nil || b == nil {
 				break
 			}
 		}
 	}
 	h.draining = h.draining[:0]
+	return first
+}
+
+// commitCached is Commit of a cached aggregation: the groups evicted
+// since the last commit first, then the expired windows' deletions (a
+// range per owned key group for a window whose groups left memory), then
+// the changed groups in memory.
+func (h *HashAgg) commitCached(c *Commit) error {
+	if err := h.drain(); err != nil {
+		return err
+	}
 	if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
 		return h.commitSessions(c)
 	}
@@ -724,6 +735,10 @@ func (h *HashAgg) commitWindowed(c *Commit) error {
 
 // Close releases the pending evictions and the task's cache share.
 func (h *HashAgg) Close() {
+	// A task stopping without its commit (a failed or cancelled one) may
+	// leave a closing window's chunks unread: their store cursors hold
+	// Pebble's tables, and the store's close would panic on them.
+	_ = h.drain()
 	if h.cache != nil {
 		h.cache.pending.Close()
 		if h.Cache != nil {
