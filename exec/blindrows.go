@@ -194,20 +194,28 @@ func (h *blindRows) sortBucket(rows, tmp []blindEnt) {
 	}
 	msdSort(src, scratch, 0)
 	if long {
-		for lo := 0; lo < n; {
-			hi := lo + 1
-			for hi < n && src[hi].w == src[lo].w {
-				hi++
-			}
-			if hi-lo > 1 {
-				slices.SortFunc(src[lo:hi], cmp)
-			}
-			lo = hi
-		}
+		sortTies(src, cmp)
 	}
 	copy(tmp, rows)
 	for k, r := range src {
 		rows[k] = tmp[r.i]
+	}
+}
+
+// sortTies sorts by cmp each run of recs (sorted by msdSort) that share
+// their first 16 bytes: keys are prefix-free, so two of at most 16 bytes
+// with the same first 16 are equal, and only longer ones need comparing
+// whole.
+func sortTies(recs []keyRec, cmp func(x, y keyRec) int) {
+	for lo := 0; lo < len(recs); {
+		hi := lo + 1
+		for hi < len(recs) && recs[hi].w == recs[lo].w {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(recs[lo:hi], cmp)
+		}
+		lo = hi
 	}
 }
 

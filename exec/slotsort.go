@@ -62,18 +62,7 @@ func (t *GroupTable) sortedSlots(g *windowGroups) []uint32 {
 		}
 		msdSort(src, scratch, 0)
 		if long {
-			// Keys are prefix-free: two of at most 16 bytes with the same
-			// first 16 are equal; only longer ones need their whole keys.
-			for i := 0; i < len(src); {
-				j := i + 1
-				for j < len(src) && src[j].w == src[i].w {
-					j++
-				}
-				if j-i > 1 {
-					slices.SortFunc(src[i:j], func(x, y keyRec) int { return t.compareSlots(g, x.i, y.i) })
-				}
-				i = j
-			}
+			sortTies(src, func(x, y keyRec) int { return t.compareSlots(g, x.i, y.i) })
 		}
 		for i := range src {
 			part[i] = src[i].i

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // A window's partials would otherwise only grow until its close: a run per
@@ -79,24 +77,11 @@ func (b *Batch) FoldRuns(p *Pending, fold Folder, nextID func() DeltaID, closing
 // false when the window had none (deleted since its counts were kept).
 func (b *Batch) foldWindow(p *Pending, window int64, fold Folder, nextID func() DeltaID) (did bool, err error) {
 	// The old runs, to delete: found before the new one exists.
-	lo, hi := runsOf(p.stream, window)
-	it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return false, err
-	}
 	var old [][]byte
-	pl := len(lo)
-	for valid := it.First(); valid; {
-		k := it.Key()
-		if len(k) < pl+8 {
-			it.Close()
-			return false, errCorruptKey
-		}
-		pre := slices.Clone(k[:pl+8])
+	if err := b.s.eachRun(p.stream, window, func(pre []byte, _ uint64, _ bool) error {
 		old = append(old, pre)
-		valid = it.SeekGE(bumped(pre))
-	}
-	if err := it.Close(); err != nil {
+		return nil
+	}); err != nil {
 		return false, err
 	}
 	// The stored partials, runs and classic, by group: read through an

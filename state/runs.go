@@ -294,6 +294,33 @@ func (s *Store) DropUnmarkedRuns(stream string, p int32) (int, error) {
 	return s.sweepRuns(Scope(stream, p), func(int64, uint64, bool) {})
 }
 
+// eachRun calls fn for each run of scope's window on the store, in id
+// order: its prefix (the marker's key), its id, and whether the marker is
+// there (it is the run's first key). One iterator skips from one run to
+// the next.
+func (s *Store) eachRun(scope string, window int64, fn func(pre []byte, id uint64, marked bool) error) error {
+	lo, hi := runsOf(scope, window)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	pl := len(lo)
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) < pl+8 {
+			it.Close()
+			return errCorruptKey
+		}
+		pre := slices.Clone(k[:pl+8])
+		if err := fn(pre, binary.BigEndian.Uint64(k[pl:]), len(k) == pl+8); err != nil {
+			it.Close()
+			return err
+		}
+		valid = it.SeekGE(bumped(pre))
+	}
+	return it.Close()
+}
+
 // sweepRuns deletes scope's runs without a marker, calling seen for every
 // run (marked or not) first.
 func (s *Store) sweepRuns(scope string, seen func(window int64, id uint64, marked bool)) (dropped int, err error) {
@@ -304,32 +331,14 @@ func (s *Store) sweepRuns(scope string, seen func(window int64, id uint64, marke
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, w := range windows {
-		lo, hi := runsOf(scope, w)
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return 0, err
-		}
-		pl := len(lo)
-		for valid := it.First(); valid; {
-			k := it.Key()
-			if len(k) < pl+8 {
-				it.Close()
-				return 0, errCorruptKey
-			}
-			id := binary.BigEndian.Uint64(k[pl:])
-			pre := slices.Clone(k[:pl+8])
-			marked := len(k) == pl+8 // the marker is the run's first key
+		if err := s.eachRun(scope, w, func(pre []byte, id uint64, marked bool) error {
 			seen(w, id, marked)
-			if !marked {
-				if err := b.DeleteRange(pre, bumped(pre), nil); err != nil {
-					it.Close()
-					return 0, err
-				}
-				dropped++
+			if marked {
+				return nil
 			}
-			valid = it.SeekGE(bumped(pre))
-		}
-		if err := it.Close(); err != nil {
+			dropped++
+			return b.DeleteRange(pre, bumped(pre), nil)
+		}); err != nil {
 			return 0, err
 		}
 	}
@@ -557,41 +566,30 @@ func (h *runHeap) pop() {
 func (d *DeltaScan) start() error {
 	d.started = true
 	set := d.groupSet()
-	lo, hi := runsOf(d.p.stream, d.window)
-	// One iterator finds the runs (skipping from one to the next), then
-	// one per run reads it: on the store, as runs are never pending.
-	it, err := d.p.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	pl := len(lo)
-	for valid := it.First(); valid; {
-		k := it.Key()
-		if len(k) < pl+8 {
-			return errCorruptKey
-		}
-		pre := slices.Clone(k[:pl+8])
+	// An iterator per run reads it: on the store, as runs are never
+	// pending.
+	pl := len(runPrefix(nil, d.p.stream, d.window, 0))
+	err := d.p.s.eachRun(d.p.stream, d.window, func(pre []byte, _ uint64, _ bool) error {
 		rit, err := d.p.s.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(pre), 0), UpperBound: bumped(pre)})
 		if err != nil {
 			return err
 		}
-		rs := &runScan{it: rit, pl: pl + 8}
+		rs := &runScan{it: rit, pl: pl}
 		ok, err := rs.next(set, true)
 		if err != nil || !ok {
 			rit.Close()
-			if err != nil {
-				return err
-			}
-		} else {
-			d.runs = append(d.runs, rs)
+			return err
 		}
-		valid = it.SeekGE(bumped(pre))
+		d.runs = append(d.runs, rs)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	d.runs.init()
 	d.classic = &WindowScan{p: d.p, window: d.window, groups: d.groups, deltas: true}
 	d.ckg, d.ckey, d.cval, d.cok = d.classic.Next()
-	return it.Error()
+	return nil
 }
 
 // Next moves to the next partial; false at the end or on error (Err).
