@@ -159,7 +159,10 @@ func (w *GroupWrites) sort() {
 		}
 		return
 	}
-	if len(w.ents) >= minBucketed && len(w.wins) <= maxBucketWindows {
+	// Decided here, not by bounds: a bucketed commit leaves them empty
+	// but not nil, and the next commit, if not bucketed, went unsorted.
+	bucketed := len(w.ents) >= minBucketed && len(w.wins) <= maxBucketWindows
+	if bucketed {
 		w.bucket()
 	}
 	last, rank := int64(0), -1
@@ -187,7 +190,7 @@ func (w *GroupWrites) sort() {
 		}
 		return stdcmp.Compare(x.id.Seq, y.id.Seq)
 	}
-	if w.bounds == nil {
+	if !bucketed {
 		slices.SortFunc(w.order, cmp)
 		return
 	}
