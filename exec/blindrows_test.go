@@ -312,3 +312,62 @@ func TestHeldRowsBoundedWhateverTheCache(t *testing.T) {
 		t.Fatalf("held rows limit %d with a 1 MB share", a.bufLimit)
 	}
 }
+
+// TestLargeWindowGoesCold: a window of a cached blind aggregation that
+// outgrows maxHotWindowGroups goes cold however large the cache (its
+// further rows are held, not probed into a table of more groups than the
+// CPU's cache), a smaller window stays hot, and both read back exactly as
+// an aggregation without a store builds them.
+func TestLargeWindowGoesCold(t *testing.T) {
+	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
+	k := &ColRef{Idx: 0, Name: "k", T: types.Int}
+	v := &ColRef{Idx: 1, Name: "v", T: types.Int}
+	cfg := AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: 2, Window: &spec,
+		Specs: []agg.Spec{{Name: "COUNT", Star: true}, {Name: "SUM", ArgTypes: []types.Type{types.Int}}}, Args: [][]Expr{nil, {v}}}
+	ref, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}
+	cached.UseStore(st, nil) // nothing stored: every window starts hot
+	cached.SetBufferLimit(1 << 30)
+	rng := rand.New(rand.NewPCG(9, 10))
+	big, small := int64(0), spec.Size // windows of 3/2 the bound's keys and of 1,000
+	keys := maxHotWindowGroups * 3 / 2
+	for batch := 0; batch < 80; batch++ {
+		n := 4096
+		cols := []*Vec{newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n)}
+		for i := 0; i < n; i++ {
+			w, key := big, rng.IntN(keys)
+			if i%8 == 0 {
+				w, key = small, rng.IntN(1000)
+			}
+			cols[0].I[i], cols[1].I[i], cols[2].I[i] = int64(key), rng.Int64N(100), w+rng.Int64N(spec.Size)
+		}
+		in := &Batch{N: n, Cols: cols}
+		for _, a := range []*Aggregator{ref, cached} {
+			if late, err := a.Consume(in, 0, false); err != nil || len(late) > 0 {
+				t.Fatal(late, err)
+			}
+		}
+	}
+	if !cached.Cold(big) || cached.Cold(small) {
+		t.Fatalf("cold: window of %d keys %v (want true), of 1,000 keys %v (want false)", keys, cached.Cold(big), cached.Cold(small))
+	}
+	if g := len(cached.Table.windows[big].slots); g > maxHotWindowGroups+4096 {
+		t.Fatalf("%d groups of the large window in memory, bound %d", g, maxHotWindowGroups)
+	}
+	if cached.HeldRows() == 0 {
+		t.Fatal("no rows of the large window held")
+	}
+	for _, w := range []int64{big, small} {
+		got, want := windowRows(t, cached, w), windowRows(t, ref, w)
+		if !slices.Equal(got, want) {
+			t.Fatalf("window %d: %d rows, want %d", w, len(got), len(want))
+		}
+	}
+}
