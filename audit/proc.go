@@ -36,6 +36,8 @@ type serverConfig struct {
 	minRun int
 	// maxRuns is TURBINESQL_STATE_MAX_WINDOW_RUNS for the server (0: unset).
 	maxRuns int
+	// hotGroups is TURBINESQL_STATE_MAX_HOT_GROUPS for the server (0: unset).
+	hotGroups int
 	// nodeID is the server's --node-id (empty: the one its data dir keeps).
 	nodeID string
 	// sessionTimeout is its --session-timeout (0: its default).
@@ -80,6 +82,9 @@ func startServer(ctx context.Context, c serverConfig, run int) (*server, error) 
 	}
 	if c.maxRuns > 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_STATE_MAX_WINDOW_RUNS=%d", c.maxRuns))
+	}
+	if c.hotGroups > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("TURBINESQL_STATE_MAX_HOT_GROUPS=%d", c.hotGroups))
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

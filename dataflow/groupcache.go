@@ -17,6 +17,10 @@ import (
 type CacheBudget struct {
 	bytes int64
 	tasks atomic.Int64
+	// HotWindowGroups lowers the groups at which a window of a blind
+	// aggregation goes cold, cache or not (exec's SetHotWindowGroups; 0:
+	// its default). Tests and crash audits set a few.
+	HotWindowGroups int
 }
 
 // NewCacheBudget is a budget of mb megabytes; nil (unlimited) when mb <= 0.

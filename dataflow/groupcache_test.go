@@ -86,6 +86,21 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 			if blind := !session && name != "upsert"; blind != (deltas > 0) {
 				t.Fatalf("1 MB cache stored %d partials (blind writes expected: %v)", deltas, blind)
 			}
+			if session || name == "upsert" {
+				return
+			}
+			// A 64 MB cache holds every group, but windows go cold past 50
+			// (HotWindowGroups), as past 2^16 at scale: their rows are held
+			// and stored as partials, and the panes do not change.
+			capped := NewCacheBudget(64)
+			capped.HotWindowGroups = 50
+			got, cappedMax, _ := runCached(t, q, rows, capped, runCachedOnly, every, true)
+			if !slices.Equal(got, full) {
+				t.Fatalf("windows cold past 50 groups: %d records, unlimited: %d; first difference %s", len(got), len(full), firstDiff(got, full))
+			}
+			if cappedMax*5 > fullMax*4 {
+				t.Fatalf("windows cold past 50 groups held up to %d groups, unlimited %d: none went cold", cappedMax, fullMax)
+			}
 		})
 	}
 }

@@ -188,6 +188,7 @@ func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int6
 	h.agg.UseStore(h.cache, cold)
 	if h.Cache != nil {
 		h.agg.SetBufferLimit(int(h.Cache.share()))
+		h.agg.SetHotWindowGroups(h.Cache.HotWindowGroups)
 	}
 	return nil
 }

@@ -74,6 +74,8 @@ type Aggregator struct {
 	bufLimit int
 	coldSel  []bool
 	heldOff  bool
+	// hotGroups bounds a hot window's groups (SetHotWindowGroups).
+	hotGroups int
 }
 
 // NewAggregator builds the operator.
@@ -91,7 +93,7 @@ func NewAggregator(cfg AggConfig) (*Aggregator, error) {
 	} else if err := cfg.Window.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Aggregator{AggConfig: cfg, KeyTypes: kt, Table: NewGroupTable(funcs), mem: memory.DefaultAllocator}
+	a := &Aggregator{AggConfig: cfg, KeyTypes: kt, Table: NewGroupTable(funcs), mem: memory.DefaultAllocator, hotGroups: maxHotWindowGroups}
 	if cfg.Window != nil && cfg.Window.Kind == window.Hop && cfg.Window.SliceSize() != cfg.Window.Size {
 		if a.emitTab, err = a.newTable(); err != nil {
 			return nil, err
@@ -404,6 +406,16 @@ func setValue(v *Vec, i int, x any) {
 // never go cold for it.
 const maxHotWindowGroups = 1 << 16
 
+// SetHotWindowGroups lowers the groups at which a window goes cold (0:
+// maxHotWindowGroups): tests and crash audits set a few, so windows go
+// cold this way at their scale.
+func (a *Aggregator) SetHotWindowGroups(n int) {
+	a.hotGroups = maxHotWindowGroups
+	if n > 0 {
+		a.hotGroups = min(n, maxHotWindowGroups)
+	}
+}
+
 // coolLarge makes cold each window of wins that has outgrown
 // maxHotWindowGroups (a window marked cold without a group in the store is
 // only read for nothing at its close: cold means "may have stored groups").
@@ -414,7 +426,7 @@ func (a *Aggregator) coolLarge(wins []int64) {
 			continue
 		}
 		last = w
-		if g := a.Table.windows[w]; g != nil && len(g.slots) > maxHotWindowGroups && !a.cold[w] {
+		if g := a.Table.windows[w]; g != nil && len(g.slots) > a.hotGroups && !a.cold[w] {
 			a.cold[w] = true
 		}
 	}

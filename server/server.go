@@ -88,6 +88,12 @@ type Config struct {
 	// folded into one run (state.Options.MaxWindowRuns; 0: the store's
 	// bound, 512). Crash audits lower it so that folds happen under faults.
 	StateMaxWindowRuns int
+	// StateMaxHotGroups lowers the groups at which a window of a windowed
+	// aggregation that writes blind goes cold, its rows then written as
+	// runs of partials however large the cache (exec's
+	// SetHotWindowGroups; 0: its bound, 65,536). Crash audits lower it so
+	// that windows go cold so at their scale.
+	StateMaxHotGroups int
 	// MaxPollRecords bounds the records a stream or hop takes from one poll
 	// (its batch); 0 is DefaultMaxPollRecords. Tests vary it to check that
 	// results do not depend on batching.
@@ -272,6 +278,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.cache = dataflow.NewCacheBudget(DefaultStateCacheMB)
 	case mb > 0:
 		s.cache = dataflow.NewCacheBudget(mb)
+	}
+	if s.cache != nil {
+		s.cache.HotWindowGroups = cfg.StateMaxHotGroups
 	}
 	pgOpts, err := s.pgwireSecurity()
 	if err != nil {

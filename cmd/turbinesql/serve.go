@@ -209,6 +209,10 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 	if err != nil {
 		return cfg, err
 	}
+	hotGroups, err := stateCount(getenv, "TURBINESQL_STATE_MAX_HOT_GROUPS")
+	if err != nil {
+		return cfg, err
+	}
 	if f.transitionWindow <= 0 {
 		return cfg, fmt.Errorf("--transition-window %s: want a positive duration (10m by default)", f.transitionWindow)
 	}
@@ -232,6 +236,7 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		StateCacheMB:        cacheMB,
 		StateMinRunPartials: minRun,
 		StateMaxWindowRuns:  maxRuns,
+		StateMaxHotGroups:   hotGroups,
 		StatementTimeout:    time.Duration(f.statementTimeout),
 		AllowNonDivisor:     allow == "1",
 		Auth:                auth, InitialPassword: password,
@@ -330,7 +335,8 @@ func crashAt(getenv func(string) (string, bool), what string) (func(), error) {
 // whose commits are small: TURBINESQL_STATE_MIN_RUN_PARTIALS, the fewest
 // partials a commit writes as a run of their own, and
 // TURBINESQL_STATE_MAX_WINDOW_RUNS, the runs at which a window's partials
-// are folded. Not flags, so that the previous release a rolling-upgrade
+// are folded, and TURBINESQL_STATE_MAX_HOT_GROUPS, the groups at which a
+// window goes cold however large the cache. Not flags, so that the previous release a rolling-upgrade
 // audit starts with the same environment ignores them.
 func stateCount(getenv func(string) (string, bool), name string) (int, error) {
 	v, ok := getenv(name)

@@ -47,6 +47,7 @@ func TestBadConfigRefused(t *testing.T) {
 		{[]string{"--state-cache-mb", "-1"}, nil, "--state-cache-mb -1: want a size in MB, or 0 for unlimited"},
 		{nil, map[string]string{"TURBINESQL_STATE_MIN_RUN_PARTIALS": "0"}, `TURBINESQL_STATE_MIN_RUN_PARTIALS="0": want a count of 1 or more`},
 		{nil, map[string]string{"TURBINESQL_STATE_MAX_WINDOW_RUNS": "none"}, `TURBINESQL_STATE_MAX_WINDOW_RUNS="none": want a count of 1 or more`},
+		{nil, map[string]string{"TURBINESQL_STATE_MAX_HOT_GROUPS": "0"}, `TURBINESQL_STATE_MAX_HOT_GROUPS="0": want a count of 1 or more`},
 	} {
 		var out, errOut bytes.Buffer
 		env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
