@@ -87,7 +87,7 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.Float64Var(&o.crashAfterTxn, "crash-after-txn", defaults.CrashAfterTxn, "exactly-once only: probability, per task commit, that the server crashes itself between the transaction's commit and the state's write (the narrowest window; TURBINESQL_CRASH_AFTER_TXN)")
 	fs.IntVar(&o.cacheMB, "state-cache-mb", 0, "the server's --state-cache-mb (0: its default): a small cache makes every stream's state live mostly in Pebble")
 	fs.IntVar(&o.maxRuns, "state-max-window-runs", 0, "the runs at which a server folds a window's partials into one (TURBINESQL_STATE_MAX_WINDOW_RUNS; 0: its default, 512)")
-	fs.IntVar(&o.hotGroups, "state-max-hot-groups", 0, "the groups at which a server's window goes cold however large its cache, its rows then held and written as runs (TURBINESQL_STATE_MAX_HOT_GROUPS; 0: its default, 65,536)")
+	fs.IntVar(&o.hotGroups, "state-max-hot-groups", 0, "the groups at which a server's window goes cold however large its cache, its rows then held and written as runs (TURBINESQL_STATE_MAX_HOT_GROUPS; 0: its default, 131,072)")
 	fs.IntVar(&o.users, "users", defaultUsers, "distinct user_id keys in the input: many (thousands) put windows' groups out of a small -state-cache-mb, so commits write runs and fold them")
 	fs.IntVar(&o.minRun, "state-min-run-partials", 0, "the fewest partials a server commit writes as a run of their own (TURBINESQL_STATE_MIN_RUN_PARTIALS; 0: its default, 4,096, which the audit's small commits rarely reach)")
 	fs.IntVar(&o.brokerFaults, "broker-restarts", 0, "broker restarts (clean stop and start on the same data dir and port) while the server runs; only with the broker the audit starts")

@@ -277,8 +277,8 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	slots := slices.Grow(a.slots[:0], b.N)[:b.N]
 	newRows := a.Table.assign(wins, a.probes, &a.rows, slots)
 	a.noteNewSlots(len(newRows), b.N)
-	if len(newRows) > 0 && a.blind && a.store != nil && a.bufLimit > 0 {
-		a.coolLarge(wins)
+	if 2*len(newRows) > b.N && a.blind && a.store != nil && a.bufLimit > 0 {
+		a.coolLarge(wins) // most rows made new groups: the table does not fold them
 	}
 	if a.PK >= 0 {
 		for _, i := range newRows {
@@ -391,20 +391,22 @@ func setValue(v *Vec, i int, x any) {
 }
 
 // maxHotWindowGroups is the most groups a window of a blind, cached
-// aggregation keeps in the group table while it is hot; past it the window
-// goes cold (coolLarge), and its rows are held and written as runs of
-// partials (blindrows.go), as if the cache had evicted its groups.
+// aggregation keeps in the group table while most of its rows make new
+// groups; past it the window goes cold (coolLarge), and its rows are held
+// and written as runs of partials (blindrows.go), as if the cache had
+// evicted its groups.
 //
 // Why, even with cache to spare: a table of more groups than the CPU's
 // cache holds costs a memory miss per row, and every commit writes each of
 // its changed groups whole through Pebble's memtable (flushed and compacted
 // again at the next commit), about ten times what a partial in a run costs.
-// Measured (bench/state, 10^6 to 3x10^6 keys, 2 to 20 rows a key in the
-// hour), a 1 GB cache ran at a quarter of a 64 MB one, with four times the
-// memory. 2^16 groups of a window are a few MB: a table that size stays in
-// cache, and windows with fewer groups (10^4 keys: the in-memory figure)
-// never go cold for it.
-const maxHotWindowGroups = 1 << 16
+// When most rows make new groups, the table folds nothing for that price.
+// Measured (bench/state, 10^6 to 10^7 keys, 2 rows a key in the hour), a
+// 1 GB cache ran at a quarter of a 64 MB one, with up to ten times the
+// memory. A window of 10^5 keys (20 rows a key) runs as fast in the table
+// as held, so the bound is above it; windows of 10^4 keys (the in-memory
+// figure) are far from it.
+const maxHotWindowGroups = 1 << 17
 
 // SetHotWindowGroups lowers the groups at which a window goes cold (0:
 // maxHotWindowGroups): tests and crash audits set a few, so windows go
@@ -416,8 +418,8 @@ func (a *Aggregator) SetHotWindowGroups(n int) {
 	}
 }
 
-// coolLarge makes cold each window of wins that has outgrown
-// maxHotWindowGroups (a window marked cold without a group in the store is
+// coolLarge makes cold each window of wins that has outgrown its bound
+// (maxHotWindowGroups, or SetHotWindowGroups) (a window marked cold without a group in the store is
 // only read for nothing at its close: cold means "may have stored groups").
 func (a *Aggregator) coolLarge(wins []int64) {
 	last := int64(0)

@@ -314,7 +314,8 @@ func TestHeldRowsBoundedWhateverTheCache(t *testing.T) {
 }
 
 // TestLargeWindowGoesCold: a window of a cached blind aggregation that
-// outgrows maxHotWindowGroups goes cold however large the cache (its
+// outgrows maxHotWindowGroups while most of its rows make new groups goes
+// cold however large the cache (its
 // further rows are held, not probed into a table of more groups than the
 // CPU's cache), a smaller window stays hot, and both read back exactly as
 // an aggregation without a store builds them.
@@ -336,8 +337,8 @@ func TestLargeWindowGoesCold(t *testing.T) {
 	cached.UseStore(st, nil) // nothing stored: every window starts hot
 	cached.SetBufferLimit(1 << 30)
 	rng := rand.New(rand.NewPCG(9, 10))
-	big, small := int64(0), spec.Size // windows of 3/2 the bound's keys and of 1,000
-	keys := maxHotWindowGroups * 3 / 2
+	big, small := int64(0), spec.Size // windows of 4 times the bound's keys and of 1,000
+	keys := maxHotWindowGroups * 4
 	for batch := 0; batch < 80; batch++ {
 		n := 4096
 		cols := []*Vec{newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n)}
@@ -369,5 +370,36 @@ func TestLargeWindowGoesCold(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("window %d: %d rows, want %d", w, len(got), len(want))
 		}
+	}
+
+	// Past a bound of 100 groups, a window whose batches mostly fold into
+	// groups it has (1,000 keys, 4,096 rows a batch) stays hot; one whose
+	// rows are all new keys goes cold.
+	a, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.UseStore(st, nil)
+	a.SetBufferLimit(1 << 30)
+	a.SetHotWindowGroups(100)
+	folding, fresh := 2*spec.Size, 3*spec.Size
+	for batch := 0; batch < 6; batch++ {
+		for _, w := range []int64{folding, fresh} {
+			n := 4096
+			cols := []*Vec{newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n)}
+			for i := 0; i < n; i++ {
+				key := int64(rng.IntN(1000))
+				if w == fresh {
+					key = int64(batch*n + i)
+				}
+				cols[0].I[i], cols[1].I[i], cols[2].I[i] = key, 1, w
+			}
+			if late, err := a.Consume(&Batch{N: n, Cols: cols}, 0, false); err != nil || len(late) > 0 {
+				t.Fatal(late, err)
+			}
+		}
+	}
+	if a.Cold(folding) || !a.Cold(fresh) {
+		t.Fatalf("bound 100: cold with 1,000 keys folded %v (want false), with new keys %v (want true)", a.Cold(folding), a.Cold(fresh))
 	}
 }

@@ -91,7 +91,7 @@ type Config struct {
 	// StateMaxHotGroups lowers the groups at which a window of a windowed
 	// aggregation that writes blind goes cold, its rows then written as
 	// runs of partials however large the cache (exec's
-	// SetHotWindowGroups; 0: its bound, 65,536). Crash audits lower it so
+	// SetHotWindowGroups; 0: its bound, 131,072). Crash audits lower it so
 	// that windows go cold so at their scale.
 	StateMaxHotGroups int
 	// MaxPollRecords bounds the records a stream or hop takes from one poll
