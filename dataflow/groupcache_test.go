@@ -90,7 +90,7 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 				return
 			}
 			// A 64 MB cache holds every group, but windows go cold past 50
-			// (HotWindowGroups), as past 2^16 at scale: their rows are held
+			// (HotWindowGroups), as past 2^17 at scale: their rows are held
 			// and stored as partials, and the panes do not change.
 			capped := NewCacheBudget(64)
 			capped.HotWindowGroups = 50
