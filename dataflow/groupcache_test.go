@@ -105,6 +105,34 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 	}
 }
 
+// TestLargeCommitsMetamorphic: commits of very different sizes one after
+// another (one of 40,000 rows, then nineteen of 500), so that a commit's
+// writes and held rows are bucketed by key group before their sort and
+// the next ones are not, with 100,000 keys, across a crash and a move,
+// with a 1 MB cache and with a large one whose windows go cold past 1,000
+// groups: the panes are those of an unlimited cache.
+func TestLargeCommitsMetamorphic(t *testing.T) {
+	rows := metamorphicRows(100000, 120000)
+	n := int64(len(rows))
+	in := cachedInput{q: tumbleSQL, recs: ev(0, 0, rows...), wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 },
+		commitAfter: func(b int64) bool { return b%100 >= 80 }}
+	full, fullMax, _ := runCachedOn(t, in, nil, runCachedOnly, 0, false)
+	if len(full) == 0 {
+		t.Fatal("no output")
+	}
+	capped := NewCacheBudget(64)
+	capped.HotWindowGroups = 1000
+	for name, budget := range map[string]*CacheBudget{"1 MB cache": NewCacheBudget(1), "64 MB cache, windows cold past 1,000 groups": capped} {
+		got, maxGroups, _ := runCachedOn(t, in, budget, runCachedOnly, 0, true)
+		if !slices.Equal(got, full) {
+			t.Fatalf("%s: %d records, unlimited: %d; first difference %s", name, len(got), len(full), firstDiff(got, full))
+		}
+		if maxGroups*2 > fullMax {
+			t.Fatalf("%s held up to %d groups, unlimited %d: its windows' rows were not held", name, maxGroups, fullMax)
+		}
+	}
+}
+
 // metamorphicRows is the metamorphic tests' seeded input: events rows
 // over eventSeconds of event time, a little out of order (up to 5 s behind,
 // as the watermark is, so a window gets rows until it closes), on keys of
@@ -301,6 +329,9 @@ type cachedInput struct {
 	recs  []*kafkaio.Record
 	wmAt  func(off int64) int64
 	merge bool
+	// commitAfter reports whether the task commits after batch b (of 500
+	// records; nil: after every fourth).
+	commitAfter func(b int64) bool
 }
 
 // runCachedOn is runCached on any input.
@@ -373,7 +404,11 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 		r.feed(rows[off:end])
 		maxGroups = max(maxGroups, h.Aggregator().Table.Len())
 		off = end
-		if (off/batch)%4 != 0 && off < int64(len(rows)) {
+		commit := (off/batch)%4 == 0
+		if in.commitAfter != nil {
+			commit = in.commitAfter(off/batch - 1)
+		}
+		if !commit && off < int64(len(rows)) {
 			if !crashed && off > int64(len(rows))/3 {
 				// Crash: what was fed since the last commit is lost and
 				// read again.
