@@ -133,6 +133,27 @@ func TestLargeCommitsMetamorphic(t *testing.T) {
 	}
 }
 
+// TestSessionColdCloseMetamorphic: sessions of a 1-hour gap stay open
+// through the input, and those of keys not seen again after the restart
+// are only in the store when the last watermark closes them all: with a
+// 64 MB cache the close reads their keys 32,768 at a time (closeReadKeys)
+// and hands their sessions on 4,096 a batch; with a 1 MB one, 4,096 at a
+// time. Both give the unlimited cache's panes.
+func TestSessionColdCloseMetamorphic(t *testing.T) {
+	q := `CREATE STREAM s AS SELECT k, SESSION_START(ts, INTERVAL '1' HOUR) AS ss, COUNT(*) AS n, SUM(v) AS total
+		FROM ev GROUP BY k, SESSION(ts, INTERVAL '1' HOUR)`
+	rows := metamorphicRows(40000, 40000)
+	full, _, _ := runCached(t, q, rows, nil, runCachedOnly, 0, false)
+	if len(full) < 20000 {
+		t.Fatalf("%d sessions closed", len(full))
+	}
+	for _, mb := range []int{64, 1} {
+		if got, _, _ := runCached(t, q, rows, NewCacheBudget(mb), runCachedOnly, 0, true); !slices.Equal(got, full) {
+			t.Fatalf("%d MB cache: %d records, unlimited: %d; first difference %s", mb, len(got), len(full), firstDiff(got, full))
+		}
+	}
+}
+
 // metamorphicRows is the metamorphic tests' seeded input: events rows
 // over eventSeconds of event time, a little out of order (up to 5 s behind,
 // as the watermark is, so a window gets rows until it closes), on keys of
