@@ -282,18 +282,20 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 // space, and one sorted pass over more of them lands more of its seeks in
 // blocks it has just read (at 10^6 keys in 64 MB, 65,536 at once halved
 // the close against 4,096). Their sessions are in memory until handed on
-// (4,096 a batch), so they are a small part of the task's cache share
-// (sessionReadBytes each), at least chunkRows and at most maxCloseKeys.
+// (4,096 a batch), beside the task's share: at most a quarter of it more
+// (sessionReadBytes each), at least chunkRows keys and at most
+// maxCloseKeys.
 func (a *Aggregator) closeReadKeys() int {
-	return max(chunkRows, min(maxCloseKeys, a.bufLimit/8/sessionReadBytes))
+	return max(chunkRows, min(maxCloseKeys, a.bufLimit/4/sessionReadBytes))
 }
 
 const (
 	// maxCloseKeys bounds closeReadKeys.
 	maxCloseKeys = 1 << 16
 	// sessionReadBytes is about what a session read back takes in memory
-	// (its slot, accumulators, key and index marks).
-	sessionReadBytes = 256
+	// (dataflow counts 450 bytes a session beyond its key and
+	// accumulators).
+	sessionReadBytes = 512
 )
 
 // dueStored counts the stored sessions not in memory that ended at or
