@@ -154,6 +154,89 @@ func TestSessionColdCloseMetamorphic(t *testing.T) {
 	}
 }
 
+// TestSessionColdCloseEarlyFire: a watermark whose cold close reads more
+// than 4,096 due keys in one pass (closeReadKeys: 32,768 at 64 MB) and
+// fires EMIT EVERY at once, between the close's first batch and the rest.
+// The early pane holds each open session once, and a second fire with
+// nothing changed sends nothing. (The pass's keys once stayed in memory
+// with only their due sessions: the fire took them for keys wholly in
+// memory and missed, or later sent again, their open ones; kept in
+// memory whole, they were sent twice, from memory and, once released,
+// from the store. Found by a review.)
+func TestSessionColdCloseEarlyFire(t *testing.T) {
+	for _, inMemory := range []bool{false, true} {
+		t.Run(fmt.Sprint("open session in memory ", inMemory), func(t *testing.T) {
+			q := `CREATE STREAM s AS SELECT k, SESSION_START(ts, INTERVAL '10' SECOND) AS ss, COUNT(*) AS n, SUM(v) AS total
+		FROM ev GROUP BY k, SESSION(ts, INTERVAL '10' SECOND)`
+			p := planOf(t, q, "auto")
+			store, err := state.Open(t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			const keys = 10000
+			var rows []string
+			for k := 0; k < keys; k++ {
+				rows = append(rows, fmt.Sprintf("k%d,u,1,0", k)) // session [0 s, 10 s)
+			}
+			for k := 0; k < keys; k++ {
+				rows = append(rows, fmt.Sprintf("k%d,u,2,100", k)) // session [100 s, 110 s): stays open
+			}
+			start := func() *rig {
+				h := &HashAgg{Plan: p, Cache: NewCacheBudget(64), EmitEvery: time.Second}
+				schema := append(append(types.Schema{}, p.Output...), types.Field{Name: "is_final", Type: types.Bool})
+				ops := []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h,
+					&Project{Filter: p.Having, Exprs: p.Project, AddFinal: true}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
+				return newRig(t, store, 0, 1, ops...)
+			}
+			r := start()
+			r.feed(ev(0, 0, rows...))
+			r.watermark(5_000, false) // closes nothing
+			r.out.take()
+			r.commit(int64(len(rows)))
+			for _, op := range r.ops {
+				op.Close()
+			}
+			r = start() // nothing in memory
+			// A row of a key never stored (its Process sets the cache share,
+			// so closeReadKeys is 32,768): closed at 60 s, or open.
+			zz := "zz,u,1,0"
+			if inMemory {
+				zz = "zz,u,1,100"
+			}
+			r.feed(ev(0, int64(len(rows)), zz))
+			r.now = r.now.Add(time.Minute) // EMIT EVERY due
+			r.watermark(60_000, false)     // closes the 10,000 stored sessions [0 s, 10 s)
+			final, early := map[string]int{}, map[string]int{}
+			for _, v := range values(t, r.out.take()) {
+				if k := v["k"].(string); v["is_final"].(bool) {
+					final[k]++
+				} else {
+					early[k]++
+				}
+			}
+			if len(final) < keys {
+				t.Fatalf("%d sessions closed, want %d", len(final), keys)
+			}
+			missing := 0
+			for k := 0; k < keys; k++ {
+				if early[fmt.Sprintf("k%d", k)] != 1 {
+					missing++
+				}
+			}
+			if missing > 0 {
+				t.Fatalf("early pane: %d of %d open sessions not there once", missing, keys)
+			}
+			r.commit(int64(len(rows)) + 1)
+			r.now = r.now.Add(time.Minute)
+			r.watermark(61_000, false) // nothing changed
+			if n := len(r.out.take()); n > 0 {
+				t.Fatalf("an early fire with nothing changed sent %d rows", n)
+			}
+		})
+	}
+}
+
 // metamorphicRows is the metamorphic tests' seeded input: events rows
 // over eventSeconds of event time, a little out of order (up to 5 s behind,
 // as the watermark is, so a window gets rows until it closes), on keys of

@@ -277,8 +277,8 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 	slots := slices.Grow(a.slots[:0], b.N)[:b.N]
 	newRows := a.Table.assign(wins, a.probes, &a.rows, slots)
 	a.noteNewSlots(len(newRows), b.N)
-	if 2*len(newRows) > b.N && a.blind && a.store != nil && a.bufLimit > 0 {
-		a.coolLarge(wins) // most rows made new groups: the table does not fold them
+	if len(newRows) > 0 && a.blind && a.store != nil && a.bufLimit > 0 {
+		a.coolLarge(wins[:b.N], newRows)
 	}
 	if a.PK >= 0 {
 		for _, i := range newRows {
@@ -418,17 +418,39 @@ func (a *Aggregator) SetHotWindowGroups(n int) {
 	}
 }
 
-// coolLarge makes cold each window of wins that has outgrown its bound
-// (maxHotWindowGroups, or SetHotWindowGroups) (a window marked cold without a group in the store is
-// only read for nothing at its close: cold means "may have stored groups").
-func (a *Aggregator) coolLarge(wins []int64) {
+// coolLarge makes cold each window of a batch (its rows' windows wins,
+// the rows that made new groups newRows) that has outgrown its bound
+// (maxHotWindowGroups, or SetHotWindowGroups) while most of its rows in
+// the batch made new groups: the table does not fold them. Counted per
+// window: a batch spanning a window boundary (or HOP slices, or allowed
+// lateness) has a window whose rows fold beside one whose rows are new.
+// (A window marked cold without a group in the store is only read for
+// nothing at its close: cold means "may have stored groups".)
+func (a *Aggregator) coolLarge(wins []int64, newRows []int) {
+	var over []int64 // hot windows of the batch past the bound: few, a batch spans few windows
 	last := int64(0)
 	for i, w := range wins {
 		if i > 0 && w == last {
 			continue
 		}
 		last = w
-		if g := a.Table.windows[w]; g != nil && len(g.slots) > a.hotGroups && !a.cold[w] {
+		if g := a.Table.windows[w]; g != nil && len(g.slots) > a.hotGroups && !a.cold[w] && !slices.Contains(over, w) {
+			over = append(over, w)
+		}
+	}
+	for _, w := range over {
+		rows, fresh := 0, 0
+		for _, x := range wins {
+			if x == w {
+				rows++
+			}
+		}
+		for _, i := range newRows {
+			if wins[i] == w {
+				fresh++
+			}
+		}
+		if 2*fresh > rows {
 			a.cold[w] = true
 		}
 	}

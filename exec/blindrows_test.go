@@ -403,3 +403,44 @@ func TestLargeWindowGoesCold(t *testing.T) {
 		t.Fatalf("bound 100: cold with 1,000 keys folded %v (want false), with new keys %v (want true)", a.Cold(folding), a.Cold(fresh))
 	}
 }
+
+// TestFoldingWindowStaysHotBesideNewKeys: past its bound, a window whose
+// rows all fold into groups it has stays hot though most of each batch is
+// new keys of another window (the share of new rows is counted per
+// window; counted per batch, a window boundary cooled the folding one.
+// Found by a review.)
+func TestFoldingWindowStaysHotBesideNewKeys(t *testing.T) {
+	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
+	k := &ColRef{Idx: 0, Name: "k", T: types.Int}
+	v := &ColRef{Idx: 1, Name: "v", T: types.Int}
+	cfg := AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: 2, Window: &spec,
+		Specs: []agg.Spec{{Name: "COUNT", Star: true}, {Name: "SUM", ArgTypes: []types.Type{types.Int}}}, Args: [][]Expr{nil, {v}}}
+	a, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.UseStore(&partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}, nil)
+	a.SetBufferLimit(1 << 30)
+	a.SetHotWindowGroups(100)
+	rng := rand.New(rand.NewPCG(1, 2))
+	folding, fresh := int64(0), spec.Size
+	next := int64(0)
+	for batch := 0; batch < 6; batch++ {
+		n := 4096
+		cols := []*Vec{newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n)}
+		for i := 0; i < n; i++ {
+			w, key := folding, int64(rng.IntN(1000))
+			if batch > 0 && i%5 < 3 { // 60%: new keys of the next window
+				w, key = fresh, next
+				next++
+			}
+			cols[0].I[i], cols[1].I[i], cols[2].I[i] = key, 1, w
+		}
+		if late, err := a.Consume(&Batch{N: n, Cols: cols}, 0, false); err != nil || len(late) > 0 {
+			t.Fatal(late, err)
+		}
+	}
+	if a.Cold(folding) {
+		t.Fatal("a window of 1,000 keys whose rows all fold went cold")
+	}
+}

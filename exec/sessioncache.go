@@ -192,10 +192,13 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 		}
 		return err
 	}
-	// queue: due sessions read and not yet handed on, chunkRows at a
-	// time; queued: the keys read with them, let go once they all are.
+	// A pass reads the sessions of up to readKeys keys. Its open ones
+	// leave memory again at once, and its due ones are handed on
+	// chunkRows at a time (queue) from outside ss.byKey: between two
+	// batches the watermark's early fire (EMIT EVERY) runs, and it takes
+	// a key in memory to have every session there, and the pass's keys to
+	// be in the store.
 	var queue []*session
-	var queued []StateRef
 	readKeys := a.closeReadKeys()
 	next := func() (*Batch, error) {
 		for {
@@ -203,11 +206,8 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 				part := queue[:min(len(queue), chunkRows)]
 				queue = queue[len(part):]
 				b, err := a.closeSessions(part)
-				if len(queue) == 0 {
-					for _, r := range queued { // not in memory again
-						delete(ss.byKey, string(r.Key))
-					}
-					queued = nil
+				for _, s := range part { // closeSessions leaves the key, empty
+					delete(ss.byKey, s.key)
 				}
 				if err != nil {
 					return nil, finish(err)
@@ -257,17 +257,11 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 				delete(ss.bySlot, s.slot)
 				a.Table.freeBare(s.slot)
 			}
-			for _, r := range refs {
+			for _, r := range refs { // not in memory again
 				delete(ss.byKey, string(r.Key))
 			}
-			if len(due) == 0 {
-				continue
-			}
-			for _, s := range due {
-				ss.byKey[s.key] = append(ss.byKey[s.key], s)
-			}
 			sortSessions(due)
-			queue, queued = due, refs
+			queue = due
 		}
 	}
 	first, err := next()
@@ -280,10 +274,10 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 // closeReadKeys is how many keys a cold close reads from the store at
 // once: the index lists them in order of end, so spread over the whole key
 // space, and one sorted pass over more of them lands more of its seeks in
-// blocks it has just read (at 10^6 keys in 64 MB, 65,536 at once halved
-// the close against 4,096). Their sessions are in memory until handed on
-// (4,096 a batch), beside the task's share: at most a quarter of it more
-// (sessionReadBytes each), at least chunkRows keys and at most
+// blocks it has just read (at 10^6 keys in 64 MB, 32,768 at once halved
+// the close against 4,096). Their due sessions are in memory until handed
+// on (4,096 a batch), beside the task's share: about a quarter of it more
+// (sessionReadBytes a key), at least chunkRows keys and at most
 // maxCloseKeys.
 func (a *Aggregator) closeReadKeys() int {
 	return max(chunkRows, min(maxCloseKeys, a.bufLimit/4/sessionReadBytes))
@@ -292,9 +286,9 @@ func (a *Aggregator) closeReadKeys() int {
 const (
 	// maxCloseKeys bounds closeReadKeys.
 	maxCloseKeys = 1 << 16
-	// sessionReadBytes is about what a session read back takes in memory
-	// (dataflow counts 450 bytes a session beyond its key and
-	// accumulators).
+	// sessionReadBytes is about what a key's sessions read back take in
+	// memory (dataflow counts 450 bytes a session beyond its key and
+	// accumulators; most keys have one).
 	sessionReadBytes = 512
 )
 
