@@ -320,22 +320,13 @@ func TestHeldRowsBoundedWhateverTheCache(t *testing.T) {
 // CPU's cache), a smaller window stays hot, and both read back exactly as
 // an aggregation without a store builds them.
 func TestLargeWindowGoesCold(t *testing.T) {
-	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
-	k := &ColRef{Idx: 0, Name: "k", T: types.Int}
-	v := &ColRef{Idx: 1, Name: "v", T: types.Int}
-	cfg := AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: 2, Window: &spec,
-		Specs: []agg.Spec{{Name: "COUNT", Star: true}, {Name: "SUM", ArgTypes: []types.Type{types.Int}}}, Args: [][]Expr{nil, {v}}}
+	cfg, spec := countSumByKey()
 	ref, err := NewAggregator(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := NewAggregator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := &partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}
-	cached.UseStore(st, nil) // nothing stored: every window starts hot
-	cached.SetBufferLimit(1 << 30)
+	cached := largeCacheAggregator(t, cfg, st, 0) // nothing stored: every window starts hot
 	rng := rand.New(rand.NewPCG(9, 10))
 	big, small := int64(0), spec.Size // windows of 4 times the bound's keys and of 1,000
 	keys := maxHotWindowGroups * 4
@@ -375,13 +366,7 @@ func TestLargeWindowGoesCold(t *testing.T) {
 	// Past a bound of 100 groups, a window whose batches mostly fold into
 	// groups it has (1,000 keys, 4,096 rows a batch) stays hot; one whose
 	// rows are all new keys goes cold.
-	a, err := NewAggregator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.UseStore(st, nil)
-	a.SetBufferLimit(1 << 30)
-	a.SetHotWindowGroups(100)
+	a := largeCacheAggregator(t, cfg, st, 100)
 	folding, fresh := 2*spec.Size, 3*spec.Size
 	for batch := 0; batch < 6; batch++ {
 		for _, w := range []int64{folding, fresh} {
@@ -410,18 +395,8 @@ func TestLargeWindowGoesCold(t *testing.T) {
 // window; counted per batch, a window boundary cooled the folding one.
 // Found by a review.)
 func TestFoldingWindowStaysHotBesideNewKeys(t *testing.T) {
-	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
-	k := &ColRef{Idx: 0, Name: "k", T: types.Int}
-	v := &ColRef{Idx: 1, Name: "v", T: types.Int}
-	cfg := AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: 2, Window: &spec,
-		Specs: []agg.Spec{{Name: "COUNT", Star: true}, {Name: "SUM", ArgTypes: []types.Type{types.Int}}}, Args: [][]Expr{nil, {v}}}
-	a, err := NewAggregator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.UseStore(&partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}, nil)
-	a.SetBufferLimit(1 << 30)
-	a.SetHotWindowGroups(100)
+	cfg, spec := countSumByKey()
+	a := largeCacheAggregator(t, cfg, &partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}, 100)
 	rng := rand.New(rand.NewPCG(1, 2))
 	folding, fresh := int64(0), spec.Size
 	next := int64(0)
@@ -443,4 +418,28 @@ func TestFoldingWindowStaysHotBesideNewKeys(t *testing.T) {
 	if a.Cold(folding) {
 		t.Fatal("a window of 1,000 keys whose rows all fold went cold")
 	}
+}
+
+// countSumByKey is COUNT(*), SUM(v) GROUP BY k over 1-minute TUMBLE
+// windows of rows (k BIGINT, v BIGINT, ts).
+func countSumByKey() (AggConfig, window.Spec) {
+	spec := window.Spec{Kind: window.Tumble, Size: 60_000}
+	k := &ColRef{Idx: 0, Name: "k", T: types.Int}
+	v := &ColRef{Idx: 1, Name: "v", T: types.Int}
+	return AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: 2, Window: &spec,
+		Specs: []agg.Spec{{Name: "COUNT", Star: true}, {Name: "SUM", ArgTypes: []types.Type{types.Int}}}, Args: [][]Expr{nil, {v}}}, spec
+}
+
+// largeCacheAggregator is cfg's aggregation over st with a 1 GB share, its
+// windows cold past hot groups in memory (0: the default bound).
+func largeCacheAggregator(t *testing.T, cfg AggConfig, st GroupStore, hot int) *Aggregator {
+	t.Helper()
+	a, err := NewAggregator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.UseStore(st, nil)
+	a.SetBufferLimit(1 << 30)
+	a.SetHotWindowGroups(hot)
+	return a
 }
