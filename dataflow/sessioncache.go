@@ -94,6 +94,11 @@ func (h *HashAgg) openSessionCache(gs groupStore) error {
 		h.Cache.tasks.Add(1)
 	}
 	h.agg.UseSessionStore(h.cache, !stored)
+	if h.Cache != nil {
+		// The share sizes a close's reads (closeReadKeys) before any row
+		// comes: a watermark may close stored sessions first thing.
+		h.agg.SetBufferLimit(int(h.Cache.share()))
+	}
 	return nil
 }
 
