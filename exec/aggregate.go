@@ -420,12 +420,14 @@ func (a *Aggregator) SetHotWindowGroups(n int) {
 
 // coolLarge makes cold each window of a batch (its rows' windows wins,
 // the rows that made new groups newRows) that has outgrown its bound
-// (maxHotWindowGroups, or SetHotWindowGroups) while most of its rows in
-// the batch made new groups: the table does not fold them. Counted per
-// window: a batch spanning a window boundary (or HOP slices, or allowed
-// lateness) has a window whose rows fold beside one whose rows are new.
-// (A window marked cold without a group in the store is only read for
-// nothing at its close: cold means "may have stored groups".)
+// (maxHotWindowGroups, or SetHotWindowGroups) while most of its rows made
+// new groups: the table does not fold them. Counted per window (a batch
+// spanning a window boundary, HOP slices or allowed lateness has a window
+// whose rows fold beside one whose rows are new), over at least
+// coolSample of its rows, across batches (one late row of a new key is
+// not a window of new keys). (A window marked cold without a group in
+// the store is only read for nothing at its close: cold means "may have
+// stored groups".)
 func (a *Aggregator) coolLarge(wins []int64, newRows []int) {
 	var over []int64 // hot windows of the batch past the bound: few, a batch spans few windows
 	last := int64(0)
@@ -439,19 +441,26 @@ func (a *Aggregator) coolLarge(wins []int64, newRows []int) {
 		}
 	}
 	for _, w := range over {
-		rows, fresh := 0, 0
+		g := a.Table.windows[w]
 		for _, x := range wins {
 			if x == w {
-				rows++
+				g.sampled++
 			}
 		}
 		for _, i := range newRows {
 			if wins[i] == w {
-				fresh++
+				g.fresh++
 			}
 		}
-		if 2*fresh > rows {
+		if g.sampled < coolSample {
+			continue
+		}
+		if 2*g.fresh > g.sampled {
 			a.cold[w] = true
 		}
+		g.sampled, g.fresh = 0, 0
 	}
 }
+
+// coolSample is the fewest rows of a window coolLarge decides on.
+const coolSample = 256

@@ -443,3 +443,35 @@ func largeCacheAggregator(t *testing.T, cfg AggConfig, st GroupStore, hot int) *
 	a.SetHotWindowGroups(hot)
 	return a
 }
+
+// TestOneNewRowDoesNotCoolAWindow: past its bound, a window whose rows
+// all folded stays hot when a batch carries one row of it, of a new key
+// (a late row beside the next window's): coolLarge decides on 256 of a
+// window's rows or more. (Decided on the batch's rows of the window, one
+// such row cooled it. Found by a review.)
+func TestOneNewRowDoesNotCoolAWindow(t *testing.T) {
+	cfg, spec := countSumByKey()
+	a := largeCacheAggregator(t, cfg, &partialStore{parts: map[string][][]byte{}, kgs: map[string]uint16{}}, 100)
+	rng := rand.New(rand.NewPCG(1, 2))
+	folding, other := int64(0), spec.Size
+	for batch := 0; batch < 6; batch++ {
+		n := 4096
+		cols := []*Vec{newVec(types.Int, n), newVec(types.Int, n), newVec(types.Timestamp, n)}
+		for i := 0; i < n; i++ {
+			w, key := folding, int64(rng.IntN(1000))
+			if batch == 5 {
+				w, key = other, int64(rng.IntN(50))
+				if i == 0 {
+					w, key = folding, 5000
+				}
+			}
+			cols[0].I[i], cols[1].I[i], cols[2].I[i] = key, 1, w
+		}
+		if late, err := a.Consume(&Batch{N: n, Cols: cols}, 0, false); err != nil || len(late) > 0 {
+			t.Fatal(late, err)
+		}
+	}
+	if a.Cold(folding) {
+		t.Fatal("a window of 1,000 keys whose 20,480 rows folded went cold on one row of a new key")
+	}
+}

@@ -40,6 +40,9 @@ type windowGroups struct {
 	// garbage is the arena bytes of evicted slots' keys (cache.go
 	// compacts the arena when they dominate).
 	garbage int
+	// sampled and fresh count the window's rows, and those that made new
+	// groups, since coolLarge last decided on it.
+	sampled, fresh int
 }
 
 // SlotMeta describes what a slot holds. It has no pointers, for the same

@@ -207,7 +207,9 @@ func (a *Aggregator) coldSessionChunks(wm int64) (c Chunks, ok bool, err error) 
 				queue = queue[len(part):]
 				b, err := a.closeSessions(part)
 				for _, s := range part { // closeSessions leaves the key, empty
-					delete(ss.byKey, s.key)
+					if len(ss.byKey[s.key]) == 0 {
+						delete(ss.byKey, s.key)
+					}
 				}
 				if err != nil {
 					return nil, finish(err)
