@@ -182,15 +182,22 @@ func (h *HashAgg) startCache(pending *state.Pending, cold []int64, overhead int6
 		h.cache.stamped, h.cache.now = true, env.Now
 		h.lastSweep = env.Now()
 	}
-	if h.Cache != nil {
-		h.Cache.tasks.Add(1)
-	}
 	h.agg.UseStore(h.cache, cold)
-	if h.Cache != nil {
-		h.agg.SetBufferLimit(int(h.Cache.share()))
-		h.agg.SetHotWindowGroups(h.Cache.HotWindowGroups)
-	}
+	h.joinBudget()
 	return nil
+}
+
+// joinBudget counts the task among the server's cache budget's (shares
+// follow the tasks running; Close leaves it) and gives the aggregator its
+// share, which bounds the held rows and a close's reads of stored
+// sessions, and the hot-window bound.
+func (h *HashAgg) joinBudget() {
+	if h.Cache == nil {
+		return
+	}
+	h.Cache.tasks.Add(1)
+	h.agg.SetBufferLimit(int(h.Cache.share()))
+	h.agg.SetHotWindowGroups(h.Cache.HotWindowGroups)
 }
 
 // scope is where the task's groups live: its partition's scope (the

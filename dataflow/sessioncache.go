@@ -90,15 +90,10 @@ func (h *HashAgg) openSessionCache(gs groupStore) error {
 		h.cache = nil
 		return fmt.Errorf("restore state of %s: %w", env.State, err)
 	}
-	if h.Cache != nil {
-		h.Cache.tasks.Add(1)
-	}
 	h.agg.UseSessionStore(h.cache, !stored)
-	if h.Cache != nil {
-		// The share sizes a close's reads (closeReadKeys) before any row
-		// comes: a watermark may close stored sessions first thing.
-		h.agg.SetBufferLimit(int(h.Cache.share()))
-	}
+	// The share sizes a close's reads (closeReadKeys) before any row comes:
+	// a watermark may close stored sessions first thing.
+	h.joinBudget()
 	return nil
 }
 

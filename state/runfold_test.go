@@ -62,16 +62,8 @@ func TestFoldRuns(t *testing.T) {
 				want[win][fmt.Sprintf("%d/%x", kgOf(i%25), key(i%25))] += i
 			}
 		}
-		b := st.NewScopedBatch("s", 0)
+		b := absorbFolding(t, st, p, &w, fold, nextID)
 		defer b.Close()
-		if fold {
-			if n, err := b.FoldRuns(p, sumFolder, nextID, nil); err != nil || n != 1 {
-				t.Fatalf("folded %d windows (%v), want 1", n, err)
-			}
-		}
-		if err := b.AbsorbSorted(p, &w, nil); err != nil {
-			t.Fatal(err)
-		}
 		changelog = append(changelog, commitOrCrash(t, b, whole)...)
 	}
 	// Window 7 gets two commits past its bound (classic partials), window
@@ -253,16 +245,8 @@ func TestRunsCrashAfterIngestRestored(t *testing.T) {
 					w.PutDelta(7, 1, key(i), nextID(), []byte("1"))
 					want++
 				}
-				b := st.NewScopedBatch("s", 0)
+				b := absorbFolding(t, st, p, &w, doFold, nextID)
 				defer b.Close()
-				if doFold {
-					if n, err := b.FoldRuns(p, sumFolder, nextID, nil); err != nil || n != 1 {
-						t.Fatalf("folded %d windows (%v), want 1", n, err)
-					}
-				}
-				if err := b.AbsorbSorted(p, &w, nil); err != nil {
-					t.Fatal(err)
-				}
 				last = changesOf(t, b)
 				if whole {
 					if err := b.Commit(); err != nil {
@@ -301,4 +285,22 @@ func TestRunsCrashAfterIngestRestored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// absorbFolding is a commit's batch of stream "s", partition 0: with
+// fold, exactly one window folded first, then w's writes.
+func absorbFolding(t *testing.T, st *Store, p *Pending, w *GroupWrites, fold bool, nextID func() DeltaID) *Batch {
+	t.Helper()
+	b := st.NewScopedBatch("s", 0)
+	if fold {
+		if n, err := b.FoldRuns(p, sumFolder, nextID, nil); err != nil || n != 1 {
+			b.Close()
+			t.Fatalf("folded %d windows (%v), want 1", n, err)
+		}
+	}
+	if err := b.AbsorbSorted(p, w, nil); err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	return b
 }

@@ -568,13 +568,12 @@ func (d *DeltaScan) start() error {
 	set := d.groupSet()
 	// An iterator per run reads it: on the store, as runs are never
 	// pending.
-	pl := len(runPrefix(nil, d.p.stream, d.window, 0))
 	err := d.p.s.eachRun(d.p.stream, d.window, func(pre []byte, _ uint64, _ bool) error {
 		rit, err := d.p.s.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(pre), 0), UpperBound: bumped(pre)})
 		if err != nil {
 			return err
 		}
-		rs := &runScan{it: rit, pl: pl}
+		rs := &runScan{it: rit, pl: len(pre)}
 		ok, err := rs.next(set, true)
 		if err != nil || !ok {
 			rit.Close()
