@@ -285,9 +285,10 @@ func msdSort(recs, scratch []keyRec, d int) {
 // entry, and its place in the sort's second array.
 const blindEntBytes = 2 * 48
 
-// SetBufferLimit sets the memory the held rows of cold windows may take
-// before they are written to the store (0: none are held; every row goes
-// to the group table), at most maxHeldBytes.
+// SetBufferLimit sets the task's cache share: the memory the held rows of
+// cold windows may take before they are written to the store (0: none are
+// held; every row goes to the group table), at most maxHeldBytes, and
+// what sizes a cold close's reads of stored sessions (closeReadKeys).
 func (a *Aggregator) SetBufferLimit(n int) { a.bufLimit = min(n, maxHeldBytes) }
 
 // maxHeldBytes bounds the held rows whatever the cache: a held row finds
