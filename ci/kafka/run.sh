@@ -63,6 +63,15 @@ echo "test-kafka: Apache Kafka $KAFKA_VERSION ($(java -version 2>&1 | head -1))"
 # SASL_SSL and the controller.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/turbinesql-kafka.XXXXXX")
 LOG=$WORK/broker.log
+# The step running now and its output (tee'd): a failure ends the run with
+# them, last, after the broker's log, so the tail of a CI log says what
+# failed rather than only what the broker logged meanwhile.
+STEP=setup
+STEP_OUT=$WORK/step.out
+step() {
+  STEP=$1
+  : >"$STEP_OUT"
+}
 BROKER_PID=
 SERVE_PID=
 cleanup() {
@@ -85,6 +94,20 @@ cleanup() {
     grep -E '^\[[^]]*\] (ERROR|FATAL)' "$LOG" | head -n 5 >&2 || true
     echo "test-kafka: last lines of the broker log:" >&2
     tail -n 40 "$LOG" >&2 || true
+  fi
+  if [ "$rc" -ne 0 ] && [ -s "$STEP_OUT" ]; then
+    echo "test-kafka: FAILED in step: $STEP; its last lines:" >&2
+    tail -n 60 "$STEP_OUT" >&2 || true
+    # An audit that fails keeps its work dir, the servers' log in it.
+    kept=$(sed -n 's/^.*: kept \([^ ]*\) (server.log.*$/\1/p' "$STEP_OUT" | tail -n 1)
+    if [ -n "$kept" ]; then
+      for f in "$kept"/server*.log; do
+        [ -f "$f" ] || continue
+        echo "test-kafka: the last errors in $f:" >&2
+        grep -E 'level=(ERROR|WARN)|"level":"(ERROR|WARN)"|panic' "$f" | tail -n 20 >&2 || true
+      done
+    fi
+    echo "test-kafka: FAILED in step: $STEP (exit $rc)" >&2
   fi
   rm -rf "$WORK"
   exit "$rc"
@@ -188,7 +211,13 @@ EOF
 
 JAVA_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
   "-Dlog4j2.configurationFile=$WORK/log4j2.properties")
-CLUSTER_ID=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+# A random KRaft cluster id (16 bytes, base64url). One that starts with '-'
+# reads as an option to the storage tool (as Kafka's own Uuid.randomUuid
+# knows, which never makes one): draw again.
+CLUSTER_ID=-
+while [ "${CLUSTER_ID#-}" != "$CLUSTER_ID" ]; do
+  CLUSTER_ID=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+done
 echo "test-kafka: formatting KRaft storage (cluster $CLUSTER_ID) in $WORK/data"
 if ! java "${JAVA_OPTS[@]}" -cp "$LIB/*" kafka.tools.StorageTool format \
     -t "$CLUSTER_ID" -c "$WORK/server.properties" >"$LOG" 2>&1; then
@@ -233,10 +262,11 @@ done
 # own.
 audit() {
   "$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
-  "$WORK/turbinesql" audit -brokers "$BROKERS" "$@"
+  "$WORK/turbinesql" audit -brokers "$BROKERS" "$@" 2>&1 | tee -a "$STEP_OUT"
 }
 rescale_tests() {
-  TURBINE_TEST_BROKERS=$BROKERS "$GO" test -count=1 -v -timeout 10m -run 'TestRescaleCentral|TestRescaleStoppedStream' ./rescale/
+  step "rescale tests"
+  TURBINE_TEST_BROKERS=$BROKERS "$GO" test -count=1 -v -timeout 10m -run 'TestRescaleCentral|TestRescaleStoppedStream' ./rescale/ 2>&1 | tee -a "$STEP_OUT"
 }
 if [ "${1:-}" = rescale ]; then
   rescale_tests
@@ -244,6 +274,7 @@ if [ "${1:-}" = rescale ]; then
 fi
 if [ "${1:-}" = soak ]; then
   start=$(date +%s)
+  step "soak audit"
   audit -events 1000000 -kills 50
   echo "test-kafka: soak audit on Kafka $KAFKA_VERSION took $(($(date +%s) - start))s"
   exit 0
@@ -253,18 +284,21 @@ fi
 # the engine's tests reach Kafka through the SASL_SSL listener.
 export KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
 start=$(date +%s)
-TURBINE_TEST_BROKERS=$BROKERS "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
+step "placement tests (ci/kafka)"
+TURBINE_TEST_BROKERS=$BROKERS "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/ 2>&1 | tee -a "$STEP_OUT"
 rescale_tests
 mid=$(date +%s)
+step "engine tests over SASL_SSL (server)"
 TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-256 \
 TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
 TURBINE_TEST_KAFKA_TLS_CA=$TLSDIR/ca.pem \
 "$GO" test -count=1 -v -timeout 20m \
-  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestFencedTaskRejoins|TestExactlyOnceFencedHopRejoins' ./server/
+  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestFencedTaskRejoins|TestExactlyOnceFencedHopRejoins' ./server/ 2>&1 | tee -a "$STEP_OUT"
 end=$(date +%s)
 
 # 4. The binary as an operator runs it: Kafka over SASL_SSL from flags and
 # TURBINE_KAFKA_SASL_PASSWORD, SQL clients with SCRAM from TURBINE_PASSWORD.
+step "binary session over SASL_SSL"
 "$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
 PG_PORT=$(free_port)
 HTTP_PORT=$(free_port "$PG_PORT")
@@ -308,6 +342,7 @@ fin=$(date +%s)
 
 # 5. Exactly-once on a real broker: kills, crashes in the narrowest window,
 # every pane once.
+step "exactly-once audit"
 audit -events 60000 -kills 5
 aud=$(date +%s)
 
@@ -315,6 +350,7 @@ aud=$(date +%s)
 # scale-out): faults of one node at a time, failover through the stages'
 # consumer groups, restores from the changelog topics, FLUSH on every node
 # at the end, every pane once and exact, read read_committed.
+step "three-node audit"
 audit -nodes 3 -events 400000 -rate 3000 -kills 4
 clu=$(date +%s)
 echo "test-kafka: Kafka $KAFKA_VERSION: placement and rescale $((mid - start))s, engine tests over SASL_SSL $((end - mid))s, binary session over SASL_SSL $((fin - end))s, exactly-once audit $((aud - fin))s, three-node audit $((clu - aud))s"
