@@ -96,7 +96,7 @@ cleanup() {
     tail -n 40 "$LOG" >&2 || true
   fi
   if [ "$rc" -ne 0 ] && [ -s "$STEP_OUT" ]; then
-    echo "test-kafka: FAILED in step: $STEP; its last lines:" >&2
+    echo "test-kafka: the last lines of step $STEP:" >&2
     tail -n 60 "$STEP_OUT" >&2 || true
     # An audit that fails keeps its work dir, the servers' log in it.
     kept=$(sed -n 's/^.*: kept \([^ ]*\) (server.log.*$/\1/p' "$STEP_OUT" | tail -n 1)
@@ -107,6 +107,8 @@ cleanup() {
         grep -E 'level=(ERROR|WARN)|"level":"(ERROR|WARN)"|panic' "$f" | tail -n 20 >&2 || true
       done
     fi
+  fi
+  if [ "$rc" -ne 0 ]; then
     echo "test-kafka: FAILED in step: $STEP (exit $rc)" >&2
   fi
   rm -rf "$WORK"
