@@ -471,7 +471,7 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 		}
 		ops := []Op{h, &Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
 		if !in.merge {
-			ops = append([]Op{&Source{Input: p.Input, TimeIdx: timeIdx}}, ops...)
+			ops = append([]Op{&Source{Input: p.Input, TimeIdx: timeIdx, NeedsSeq: p.NeedsSeq}}, ops...)
 		}
 		r = newRig(t, store, 0, 1, ops...)
 		r.changelog = &changelog
