@@ -25,7 +25,7 @@ vet:
 # Every test, with the race detector: unit tests and the sqllogictest suite
 # (testdata/sqllogic/*.slt against a real server over pgwire).
 test: vet
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m -parallel 4 ./...
 
 # The web console in headless Chromium (Debian's chromium package, driven
 # by chromedp): every page loaded against a running server, its rendered

@@ -18,8 +18,8 @@ import (
 // WHERE, HAVING over a window, and the aggregates that merge exactly
 // (written blind) beside those that do not (read back): DOUBLE sums,
 // DISTINCT, FIRST_VALUE and LAST_VALUE, MAX_BY, approximate ones. With a
-// 1 MB cache, an unlimited one and none at all, across a crash and a
-// restart on another node, every shape must emit the same records.
+// 1 MB cache and an unlimited one, across a crash and a restart (the
+// 1 MB run's on another node), every shape must emit the same records.
 func TestGroupCacheMetamorphicShapes(t *testing.T) {
 	queries := map[string]string{
 		"tumble_blind": `CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws,
@@ -53,12 +53,8 @@ func TestGroupCacheMetamorphicShapes(t *testing.T) {
 			in := cachedInput{q: q, recs: recs, wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }}
 			small, smallMax, _ := runCachedOn(t, in, NewCacheBudget(1), runCachedOnly, 0, true)
 			full, fullMax, _ := runCachedOn(t, in, nil, runCachedOnly, 0, false)
-			eager, _, _ := runCachedOn(t, in, nil, runEager, 0, false)
 			if len(full) < 1000 {
 				t.Fatalf("only %d records: the shape emits too little to compare", len(full))
-			}
-			if !slices.Equal(full, eager) {
-				t.Fatalf("unlimited cache: %d records, no cache: %d; differences %s", len(full), len(eager), firstDiff(full, eager))
 			}
 			if !slices.Equal(small, full) {
 				t.Fatalf("1 MB cache: %d records, unlimited: %d; differences %s", len(small), len(full), firstDiff(small, full))

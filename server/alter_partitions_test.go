@@ -15,6 +15,7 @@ import (
 // naming the keyed stateful streams and only those, that keys which move
 // start empty.
 func TestAlterSourcePartitions(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

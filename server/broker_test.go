@@ -58,6 +58,7 @@ func brokerUp(t *testing.T, srv *Server) float64 {
 // streams as waiting for the broker, and they resume by themselves with
 // nothing lost.
 func TestBrokerOutage(t *testing.T) {
+	parallel(t)
 	// It runs its own broker (stopped and started on cue), whatever
 	// TURBINE_TEST_BROKERS says: a shared one cannot be stopped.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -48,6 +48,7 @@ func keysByPartition(parts, n int) [][]string {
 // The first partition fetched after the spell must not move a watermark
 // that another partition's rows, about to arrive, are then judged by.
 func TestBurstAfterQuietSpell(t *testing.T) {
+	parallel(t)
 	ctx, srv, conn := testSession(t, 2*time.Minute)
 	exec := func(q string) {
 		t.Helper()
@@ -200,6 +201,7 @@ func checkPanes(ctx context.Context, t *testing.T, conn *pgx.Conn, stream string
 // window still closes, without FLUSH, once its watermark has advanced with
 // processing time past the window's end.
 func TestQuietPartitionClosesItsWindow(t *testing.T) {
+	parallel(t)
 	ctx, _, conn := testSession(t, time.Minute)
 	execAll(ctx, t, conn,
 		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)

@@ -48,6 +48,7 @@ func hasStream(srv *Server, name string) bool { _, ok := srv.cat.Stream(name); r
 // panes both computed, and DROP STREAM / DROP SOURCE on a stop and remove
 // them on b.
 func TestDDLFollowedAcrossNodes(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, start := appNodes(t, 2, "follow")
@@ -176,6 +177,7 @@ func catalogOf(srv *Server) string {
 // winner's). Three races: two CREATE SOURCEs of one name; a DROP SOURCE
 // that lands before a CREATE STREAM reading it; and one that lands after.
 func TestCatalogRaceOneWinner(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, start := appNodes(t, 2, "race")
@@ -347,6 +349,7 @@ func TestCatalogRefusesNewerVersionRecords(t *testing.T) {
 // CREATE of that name does so, the groups have members: it must fail with
 // 55006 and delete nothing, and the running stream keeps its groups.
 func TestCreateDoesNotWipeARunningStream(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, start := appNodes(t, 2, "wipe")

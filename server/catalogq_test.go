@@ -296,6 +296,7 @@ func TestShowSessionSettings(t *testing.T) {
 // Truncated and mangled catalog queries are answered or left to the
 // engine, never a panic.
 func TestCatalogQueriesSurviveTruncation(t *testing.T) {
+	parallel(t)
 	s := catalogSession(t)
 	people := pgcat.RelOID("people")
 	for _, q := range []string{

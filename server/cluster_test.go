@@ -75,6 +75,7 @@ func appNodes(t *testing.T, parts int, app string, mods ...func(*Config)) ([]str
 // count the input gives, read read_committed, for a local and a
 // repartitioned exactly-once stream and a local at-least-once one.
 func TestNodesShareStreamsAndStateMoves(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 4, "pair", func(c *Config) { c.SessionTimeout = 6 * time.Second })
@@ -181,6 +182,7 @@ func TestNodesShareStreamsAndStateMoves(t *testing.T) {
 // each server's partitions would only see their own peers, and the pane
 // would never be written.
 func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "peers")
@@ -235,6 +237,7 @@ func TestIdlePartitionFollowsPeersOnOtherNodes(t *testing.T) {
 // disk then takes the stream over from that changelog alone: an open
 // window's rows counted before and after add up.
 func TestChangelogWrittenWholeFromOlderState(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "older")

@@ -36,6 +36,7 @@ func (d fullDisk) GetDiskUsage(path string) (vfs.DiskUsage, error) {
 // fails with ENOSPC, which Pebble cannot survive: the test also proves no
 // commit reaches the disk then.
 func TestDiskFull(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

@@ -20,6 +20,7 @@ import (
 // then wrote a close without the deletions that went with it, so a window
 // came back at the next start with part of its rows.
 func TestExactlyOnceCleanStops(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "ev"))

@@ -42,6 +42,7 @@ import (
 // from the same rolled-back state, writes the first pane a second time:
 // the defect exactly-once removes.
 func TestExactlyOnceCatchesUpAfterStateLag(t *testing.T) {
+	parallel(t)
 	t.Run("changelog", func(t *testing.T) { stateLag(t, true) })
 	t.Run("no changelog", func(t *testing.T) { stateLag(t, false) })
 }
@@ -241,6 +242,7 @@ func readOutput(ctx context.Context, t *testing.T, brokers []string, topic strin
 // aborted: a read_committed reader sees nothing, a read_uncommitted one
 // sees the aborted record, and no offset moved.
 func TestExactlyOnceAbortsOnError(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
@@ -311,6 +313,7 @@ func TestExactlyOnceAbortsOnError(t *testing.T) {
 // its tasks commit changelog and offsets in transactions of the same ids,
 // so they are fenced alike).
 func TestFencedTaskRejoins(t *testing.T) {
+	parallel(t)
 	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
 		t.Run(guarantee, func(t *testing.T) { testFencedTaskRejoins(t, guarantee) })
 	}
@@ -380,6 +383,7 @@ func testFencedTaskRejoins(t *testing.T, guarantee string) {
 // restarts itself from its state, and a FLUSH running meanwhile waits for
 // that and succeeds: every pane once, for read_committed readers.
 func TestFlushWaitsForAbortedCommitRecovery(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -463,6 +467,7 @@ func TestFlushWaitsForAbortedCommitRecovery(t *testing.T) {
 // again and rejoins its group, the stream behind it goes on, and every
 // pane comes out once.
 func TestExactlyOnceFencedHopRejoins(t *testing.T) {
+	parallel(t)
 	ctx, a, ca := testSession(t, 90*time.Second)
 	execAll(ctx, t, ca,
 		`CREATE SOURCE ev (k TEXT, u TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,

@@ -22,6 +22,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/explain/*.out fr
 // rule and choice. go test ./server -run TestExplainGolden -update
 // rewrites the .out files.
 func TestExplainGolden(t *testing.T) {
+	parallel(t)
 	files, err := filepath.Glob("../testdata/explain/*.sql")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no explain files: %v", err)

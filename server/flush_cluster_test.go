@@ -23,6 +23,7 @@ import (
 // only, and right after it every pane of [00:00, 00:01) is there once,
 // exact, read read_committed.
 func TestFlushCoversEveryNode(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 4, "barrier", func(c *Config) { c.CommitInterval = 10 * time.Minute })
@@ -99,6 +100,7 @@ func TestFlushCoversEveryNode(t *testing.T) {
 // (here nothing or a few records) instead of the whole changelog, and
 // every pane is still exact.
 func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "standby", func(c *Config) { c.StandbyReplicas = 1 })
@@ -198,6 +200,7 @@ func TestStandbyTakesOverWithoutFullRestore(t *testing.T) {
 // meanwhile, instead of inside the group's assignment; a FLUSH on it waits
 // for the restore, and every pane is exact after.
 func TestLongRestoreRunsOutsideTheRebalance(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 1, "restore")

@@ -16,6 +16,7 @@ import (
 // and dropped its own rows as late; the race behind flaky runs of
 // TestHopPurgeFollowsSlowestReader, made certain here by waiting.)
 func TestFlushLiftDoesNotFollowPeersAfterward(t *testing.T) {
+	parallel(t)
 	ctx, _, conn := testSession(t, time.Minute)
 	// idle_timeout far above the test: only FLUSH may lift a partition.
 	execAll(ctx, t, conn,

@@ -21,6 +21,7 @@ import (
 // the chained stream's counts and the repartitioned stream's panes are
 // there right after one FLUSH only if its rounds ran in order.
 func TestFlushRoundsEndWhenInputsStop(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 4, "rounds", func(c *Config) { c.CommitInterval = 10 * time.Minute })

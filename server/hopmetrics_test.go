@@ -41,6 +41,7 @@ func gathered(t *testing.T, srv *Server) map[string]float64 {
 // console draws), NULL keys are counted, and the hop's lag is exported;
 // a combine counts the partials and markers it ships.
 func TestHopMetrics(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

@@ -18,6 +18,7 @@ import (
 // and the pane stays as it was emitted once. It also checks the lag gauge
 // names a source partition.
 func TestCombineLatePartial(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
@@ -144,6 +145,7 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 // created; a restart, which plans the stream again over data that would
 // now tip the rule the other way, keeps the recorded choice.
 func TestCostChoiceSurvivesRestart(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

@@ -245,6 +245,7 @@ func TestCancelRequestStopsStatement(t *testing.T) {
 // little time, whatever its size, and the server stays up; nesting under
 // the limit is answered.
 func TestHostileNesting(t *testing.T) {
+	parallel(t)
 	srv := startTestServer(t, t.TempDir())
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -15,6 +15,7 @@ import (
 // accepts follows the source's on_error (dead-lettered here, skipped on a
 // skipping source) and never fails the stream.
 func TestLargeRecords(t *testing.T) {
+	parallel(t)
 	ctx, srv, conn := testSession(t, 2*time.Minute)
 	big := "3145728"
 	if _, err := srv.kafka.EnsureTopic(ctx, "big", 1, map[string]*string{"max.message.bytes": &big}); err != nil {

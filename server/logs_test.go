@@ -60,6 +60,7 @@ func (s *syncBuffer) waitLine(t *testing.T, msg string, attrs ...string) string 
 // the catalog's restore progress, a partition going idle and active, and
 // late rows logged once per burst.
 func TestLogs(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

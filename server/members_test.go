@@ -42,6 +42,7 @@ func showCluster(ctx context.Context, t *testing.T, c *pgx.Conn) map[string]clus
 // killed one does, is gone from the list once the session timeout has
 // passed; a node that stops cleanly is gone at once.
 func TestShowCluster(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// A broker that allows a short session timeout, so the test need not

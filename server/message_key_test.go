@@ -21,6 +21,7 @@ import (
 // Java client would put it; a NULL row is unkeyed. It checks again after a
 // restart, when the streams come back from the catalog's CREATE text.
 func TestMessageKeyPlacement(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

@@ -23,6 +23,7 @@ var metamorphicSeed = flag.Uint64("metamorphic.seed", 0, "seed of TestMetamorphi
 // input's disorder stays within the watermark bound, so no strategy may
 // differ in anything.
 func TestMetamorphicStrategies(t *testing.T) {
+	parallel(t)
 	seed := *metamorphicSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

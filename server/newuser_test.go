@@ -55,6 +55,7 @@ func TestMisspelledFunctionHints(t *testing.T) {
 // naming the first one's pid and pgwire address; once the first stops, the
 // dir starts again.
 func TestDataDirHeld(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	first := startTestServer(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

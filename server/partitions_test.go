@@ -20,6 +20,7 @@ import (
 // dividing 960 stops the keyed stream with CREATE's message while a
 // stateless one carries on.
 func TestInputGrowsWhileRunning(t *testing.T) {
+	parallel(t)
 	ctx, srv, conn := testSession(t, 2*time.Minute)
 	exec := func(q string) {
 		t.Helper()

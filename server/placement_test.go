@@ -292,6 +292,7 @@ const countsDDL = `CREATE STREAM %[1]s AS SELECT k, TUMBLE_START(ts, INTERVAL '1
 // SHOW PARTITIONS; the -1 survives a restart, and it blocks the start-up
 // cleanup after a count change although the source declares murmur2.
 func TestPlacementCRC32Producer(t *testing.T) {
+	parallel(t)
 	r := newPlacementRig(t)
 	r.exec(fmt.Sprintf(keyedDDL, "ev", 2, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "counts", "ev"))
 	var recs []placed
@@ -363,6 +364,7 @@ func TestPlacementCRC32Producer(t *testing.T) {
 // change, keys that moved start empty on their new partition, NULL keys
 // keep their state on every partition.
 func TestRescaleTransitionAndCleanup(t *testing.T) {
+	parallel(t)
 	r := newPlacementRig(t)
 	r.exec(fmt.Sprintf(keyedDDL, "d", 4, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "dn", "d"),
 		fmt.Sprintf(keyedDDL, "u", 4, ""), fmt.Sprintf(countsDDL, "un", "u"))
@@ -518,6 +520,7 @@ func TestRescaleTransitionAndCleanup(t *testing.T) {
 // (excused), the window closes once it is read, and only a record after
 // it counts as misplaced.
 func TestLaggingRestartReadsBacklogInWindow(t *testing.T) {
+	parallel(t)
 	r := newPlacementRig(t)
 	r.exec(fmt.Sprintf(keyedDDL, "lg", 2, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "lgn", "lg"))
 	r.insert("lg", []string{"a", "b", "c", "d"}, 1)

@@ -86,6 +86,7 @@ func sealedOn(srv *Server, topic string) bool {
 // stay, and once it runs again its panes are exact. The combine topic is
 // purged to its one reader's offset without a seal.
 func TestHopPurgeFollowsSlowestReader(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "purge", func(c *Config) { c.PurgeInterval, c.PurgeSealRecords = -1, 1 })
@@ -204,6 +205,7 @@ func TestHopPurgeFollowsSlowestReader(t *testing.T) {
 // are exact over the whole history; a restart keeps each stream on its
 // generation, and both stay exact with more input.
 func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "gens", func(c *Config) { c.PurgeInterval, c.PurgeSealRecords = 200*time.Millisecond, 1 })

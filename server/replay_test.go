@@ -41,6 +41,7 @@ func readyz(t *testing.T, srv *Server) (int, []notReady) {
 // marked failed (SHOW STREAMS, /readyz), the rest of the catalog is
 // restored, and DROP removes a failed object's record.
 func TestCatalogReplaySurvivesBadRecords(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	srv := startTestServer(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

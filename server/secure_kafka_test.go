@@ -24,6 +24,7 @@ import (
 // reader) gets through, and the slt files covering local, repartition and
 // combine plans give their usual results, across a restart too.
 func TestSecuredBroker(t *testing.T) {
+	parallel(t)
 	certs := testcerts.New(t)
 	cluster := secureCluster(t, certs)
 	good := kafkaio.Conn{SASLMechanism: kafkaio.MechSCRAMSHA256, SASLUser: "engine", SASLPassword: "k4fka-secret", TLSCA: certs.CA}

@@ -17,6 +17,7 @@ import (
 // leave memory and come back, sessions close while not in memory, and the
 // restarted server reads nothing up front.
 func TestSessionsInSmallCache(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

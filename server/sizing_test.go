@@ -83,6 +83,7 @@ func fmtRatio(f float64) string { return fmt.Sprint(math.Round(f*1000) / 1000) }
 // records actually are, and against counts computed here for other keys
 // and counts; and SHOW SIZING FOR against the rate and sizes measured here.
 func TestShowSkewFlagship(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

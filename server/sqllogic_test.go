@@ -181,3 +181,20 @@ func keyCounts(ctx context.Context, t *testing.T, conn *pgx.Conn, q string) stri
 	}
 	return strings.Join(got, " ")
 }
+
+// parallel runs t beside the package's other parallel tests when each
+// test brings its own embedded broker: most of a server test's time is
+// spent waiting (commit intervals, session timeouts, restarts), not on
+// the CPU. On one shared cluster (TURBINE_TEST_BROKERS) tests run in
+// turn, each under its own topics (sharedbroker_test.go). Tests that
+// time themselves (Close within its budget, the catalog's evaluator
+// being linear, a 300 ms server-wide statement timeout that a loaded
+// machine's CREATE SOURCE overran) stay serial. make test runs 4 at a
+// time (-parallel 4; Go's default is GOMAXPROCS, 2 here): the server
+// package went from 496 s to 211 s.
+func parallel(t *testing.T) {
+	t.Helper()
+	if testBrokers() == "" {
+		t.Parallel()
+	}
+}

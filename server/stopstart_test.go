@@ -19,6 +19,7 @@ import (
 // START on another node runs it everywhere again, and its panes count the
 // rows from before the STOP and from while it was stopped, once each.
 func TestStopHoldsOnEveryNode(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	addr, start := appNodes(t, 2, "stops", func(c *Config) { c.SessionTimeout = 6 * time.Second })

@@ -65,6 +65,7 @@ func waitLines(t *testing.T, w *lineWriter, want int) []string {
 // with diff; a cursor's FETCH waits for rows; windowed panes carry
 // is_final; and every subscription is freed when its client goes.
 func TestSubscribe(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}

@@ -14,6 +14,7 @@ import (
 // fails with the reason and what to do, instead of waiting for records
 // forever as if it were running; the other streams run on.
 func TestInputTopicDeleted(t *testing.T) {
+	parallel(t)
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
