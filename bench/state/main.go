@@ -72,6 +72,7 @@ func main() {
 	child := flag.Bool("child", false, "run one configuration (internal)")
 	windowFlag := flag.String("window", "tumble", "tumble (a 1-hour TUMBLE window) or session (a session per key, 1-hour gap)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of each run's ingest and close to this file (one configuration only)")
+	baseline := flag.Int("baseline", 0, "first run this many keys with an unlimited cache, and print each run's events/CPU-s as a fraction of it (0: no baseline)")
 	flag.Parse()
 	if *child {
 		if *profile != "" {
@@ -101,31 +102,52 @@ func main() {
 		what = "a SESSION per key (1-hour gap)"
 	}
 	fmt.Printf("state larger than memory: COUNT(*)+SUM(v) GROUP BY k, %s, all keys open; GOMAXPROCS=%d\n", what, runtime.GOMAXPROCS(0))
-	fmt.Printf("%10s %10s %9s %14s %12s %11s %10s %10s\n", "keys", "events", "cache MB", "events/CPU-s", "peak RSS MB", "Pebble MB", "close s", "panes")
+	header := fmt.Sprintf("%10s %10s %9s %14s %12s %11s %10s %10s", "keys", "events", "cache MB", "events/CPU-s", "peak RSS MB", "Pebble MB", "close s", "panes")
+	if *baseline > 0 {
+		header += fmt.Sprintf("%12s", "x baseline")
+	}
+	fmt.Println(header)
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "state:", err)
 		os.Exit(1)
 	}
+	// The baseline is the yardstick: the goal at 10^7 keys in
+	// 64 MB is half of what 10^4 keys make all in memory, run here on the
+	// same machine in the same minute.
+	base := 0.0
+	runOne := func(k, c string) {
+		cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "state: keys %s cache %s: %v\n", k, c, err)
+			os.Exit(1)
+		}
+		var r result
+		if err := json.Unmarshal(out, &r); err != nil {
+			fmt.Fprintf(os.Stderr, "state: %s: %v\n", out, err)
+			os.Exit(1)
+		}
+		cache := strconv.Itoa(r.CacheMB)
+		if r.CacheMB == 0 {
+			cache = "unlimited"
+		}
+		vs := ""
+		if base > 0 {
+			vs = fmt.Sprintf("%12.2f", r.EventsPerCPUSec/base)
+		}
+		fmt.Printf("%10d %10d %9s %14.0f %12.0f %11.1f %10.2f %10d%s\n", r.Keys, r.Events, cache, r.EventsPerCPUSec, r.PeakRSSMB, r.PebbleMB, r.CloseSec, r.Panes, vs)
+		if base == 0 && *baseline > 0 {
+			base = r.EventsPerCPUSec
+		}
+	}
+	if *baseline > 0 {
+		runOne(strconv.Itoa(*baseline), "0")
+	}
 	for _, k := range strings.Split(*keysFlag, ",") {
 		for _, c := range strings.Split(*cachesFlag, ",") {
-			cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag)
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "state: keys %s cache %s: %v\n", k, c, err)
-				os.Exit(1)
-			}
-			var r result
-			if err := json.Unmarshal(out, &r); err != nil {
-				fmt.Fprintf(os.Stderr, "state: %s: %v\n", out, err)
-				os.Exit(1)
-			}
-			cache := strconv.Itoa(r.CacheMB)
-			if r.CacheMB == 0 {
-				cache = "unlimited"
-			}
-			fmt.Printf("%10d %10d %9s %14.0f %12.0f %11.1f %10.2f %10d\n", r.Keys, r.Events, cache, r.EventsPerCPUSec, r.PeakRSSMB, r.PebbleMB, r.CloseSec, r.Panes)
+			runOne(k, c)
 		}
 	}
 }
