@@ -72,6 +72,11 @@ step() {
   STEP=$1
   : >"$STEP_OUT"
 }
+# logged runs a command of the current step, its output (stdout and
+# stderr) both shown and kept for that report; pipefail keeps its status.
+logged() {
+  "$@" 2>&1 | tee -a "$STEP_OUT"
+}
 BROKER_PID=
 SERVE_PID=
 cleanup() {
@@ -264,11 +269,11 @@ done
 # own.
 audit() {
   "$GO" build -o "$WORK/turbinesql" ./cmd/turbinesql
-  "$WORK/turbinesql" audit -brokers "$BROKERS" "$@" 2>&1 | tee -a "$STEP_OUT"
+  logged "$WORK/turbinesql" audit -brokers "$BROKERS" "$@"
 }
 rescale_tests() {
   step "rescale tests"
-  TURBINE_TEST_BROKERS=$BROKERS "$GO" test -count=1 -v -timeout 10m -run 'TestRescaleCentral|TestRescaleStoppedStream' ./rescale/ 2>&1 | tee -a "$STEP_OUT"
+  logged env TURBINE_TEST_BROKERS="$BROKERS" "$GO" test -count=1 -v -timeout 10m -run 'TestRescaleCentral|TestRescaleStoppedStream' ./rescale/
 }
 if [ "${1:-}" = rescale ]; then
   rescale_tests
@@ -287,15 +292,15 @@ fi
 export KAFKA_CI_CLASSPATH="$WORK/classes:$LIB/*"
 start=$(date +%s)
 step "placement tests (ci/kafka)"
-TURBINE_TEST_BROKERS=$BROKERS "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/ 2>&1 | tee -a "$STEP_OUT"
+logged env TURBINE_TEST_BROKERS="$BROKERS" "$GO" test -tags realkafka -count=1 -v -timeout 10m ./ci/kafka/
 rescale_tests
 mid=$(date +%s)
 step "engine tests over SASL_SSL (server)"
-TURBINE_TEST_BROKERS=$SASL_BROKERS TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-256 \
-TURBINE_TEST_KAFKA_SASL_USERNAME=$SCRAM_USER TURBINE_TEST_KAFKA_SASL_PASSWORD=$SCRAM_PASS \
-TURBINE_TEST_KAFKA_TLS_CA=$TLSDIR/ca.pem \
-"$GO" test -count=1 -v -timeout 20m \
-  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestFencedTaskRejoins|TestExactlyOnceFencedHopRejoins' ./server/ 2>&1 | tee -a "$STEP_OUT"
+logged env TURBINE_TEST_BROKERS="$SASL_BROKERS" TURBINE_TEST_KAFKA_SASL_MECHANISM=SCRAM-SHA-256 \
+  TURBINE_TEST_KAFKA_SASL_USERNAME="$SCRAM_USER" TURBINE_TEST_KAFKA_SASL_PASSWORD="$SCRAM_PASS" \
+  TURBINE_TEST_KAFKA_TLS_CA="$TLSDIR/ca.pem" \
+  "$GO" test -count=1 -v -timeout 20m \
+  -run 'TestSQLLogic|TestMessageKeyPlacement|TestCombineLatePartial|TestInternalTopicCountMismatch|TestRecoveredDueTimers|TestCostChoiceSurvivesRestart|TestExactlyOnceCatchesUpAfterStateLag|TestFencedTaskRejoins|TestExactlyOnceFencedHopRejoins' ./server/
 end=$(date +%s)
 
 # 4. The binary as an operator runs it: Kafka over SASL_SSL from flags and
