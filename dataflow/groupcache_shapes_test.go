@@ -49,8 +49,7 @@ func TestGroupCacheMetamorphicShapes(t *testing.T) {
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			n := int64(len(recs))
-			in := cachedInput{q: q, recs: recs, wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }}
+			in := inputOf(q, recs)
 			small, smallMax, _ := runCachedOn(t, in, NewCacheBudget(1), runCachedOnly, 0, true)
 			full, fullMax, _ := runCachedOn(t, in, nil, runCachedOnly, 0, false)
 			if len(full) < 1000 {
@@ -69,9 +68,7 @@ func TestGroupCacheMetamorphicShapes(t *testing.T) {
 	for _, name := range []string{"tumble_blind", "tumble_read"} {
 		t.Run(name+"_emit_every", func(t *testing.T) {
 			t.Parallel()
-			part := recs[:len(recs)/2]
-			n := int64(len(part))
-			in := cachedInput{q: queries[name], recs: part, wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }}
+			in := inputOf(queries[name], recs[:len(recs)/2])
 			small, _, _ := runCachedOn(t, in, NewCacheBudget(1), runCachedOnly, 2*time.Second, true)
 			full, _, _ := runCachedOn(t, in, nil, runCachedOnly, 2*time.Second, false)
 			if len(full) == 0 {

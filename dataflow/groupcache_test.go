@@ -113,9 +113,8 @@ func TestGroupCacheMetamorphic(t *testing.T) {
 // groups: the panes are those of an unlimited cache.
 func TestLargeCommitsMetamorphic(t *testing.T) {
 	rows := metamorphicRows(100000, 120000)
-	n := int64(len(rows))
-	in := cachedInput{q: tumbleSQL, recs: ev(0, 0, rows...), wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 },
-		commitAfter: func(b int64) bool { return b%100 >= 80 }}
+	in := inputOf(tumbleSQL, ev(0, 0, rows...))
+	in.commitAfter = func(b int64) bool { return b%100 >= 80 }
 	full, fullMax, _ := runCachedOn(t, in, nil, runCachedOnly, 0, false)
 	if len(full) == 0 {
 		t.Fatal("no output")
@@ -420,9 +419,14 @@ const (
 // and how many partials of blind groups the runs stored or lost in the
 // crash.
 func runCached(t *testing.T, q string, rows []string, budget *CacheBudget, mode runMode, every time.Duration, move bool) (out []string, maxGroups int, deltas uint64) {
-	n := int64(len(rows))
-	return runCachedOn(t, cachedInput{q: q, recs: ev(0, 0, rows...), wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }},
-		budget, mode, every, move)
+	return runCachedOn(t, inputOf(q, ev(0, 0, rows...)), budget, mode, every, move)
+}
+
+// inputOf is recs (spread evenly over eventSeconds) under q, with the
+// watermark 5 s behind the event time reached.
+func inputOf(q string, recs []*kafkaio.Record) cachedInput {
+	n := int64(len(recs))
+	return cachedInput{q: q, recs: recs, wmAt: func(off int64) int64 { return (off*eventSeconds/n - 5) * 1000 }}
 }
 
 // cachedInput is what runCachedOn feeds: the stream's query, its input

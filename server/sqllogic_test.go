@@ -31,9 +31,8 @@ func TestSQLLogic(t *testing.T) {
 			if testBrokers() != "" {
 				// One shared cluster: files run in turn (sharedbroker_test.go).
 				isolateTopics(t)
-			} else {
-				t.Parallel()
 			}
+			parallel(t)
 			runSLTFile(t, f)
 		})
 	}

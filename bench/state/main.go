@@ -116,7 +116,7 @@ func main() {
 	// 64 MB is half of what 10^4 keys make all in memory, run here on the
 	// same machine in the same minute.
 	base := 0.0
-	runOne := func(k, c string) {
+	runOne := func(k, c string) float64 {
 		cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
@@ -138,12 +138,10 @@ func main() {
 			vs = fmt.Sprintf("%12.2f", r.EventsPerCPUSec/base)
 		}
 		fmt.Printf("%10d %10d %9s %14.0f %12.0f %11.1f %10.2f %10d%s\n", r.Keys, r.Events, cache, r.EventsPerCPUSec, r.PeakRSSMB, r.PebbleMB, r.CloseSec, r.Panes, vs)
-		if base == 0 && *baseline > 0 {
-			base = r.EventsPerCPUSec
-		}
+		return r.EventsPerCPUSec
 	}
 	if *baseline > 0 {
-		runOne(strconv.Itoa(*baseline), "0")
+		base = runOne(strconv.Itoa(*baseline), "0")
 	}
 	for _, k := range strings.Split(*keysFlag, ",") {
 		for _, c := range strings.Split(*cachesFlag, ",") {
