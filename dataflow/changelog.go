@@ -120,11 +120,9 @@ func (t *task) restoreChangelog(ctx context.Context, end int64) error {
 func (t *task) logChanges(ctx context.Context, b *state.Batch) (*kafkaio.Record, error) {
 	topic := t.st.cfg.Changelog
 	var last *kafkaio.Record
+	a := changeArena{now: time.Now()}
 	put := func(k, v []byte) error {
-		rec := &kafkaio.Record{Topic: topic, Partition: t.p, Key: append([]byte(nil), k...)}
-		if v != nil {
-			rec.Value = state.EncodeChange(v)
-		}
+		rec := a.record(topic, t.p, k, v)
 		t.clog.Produce(ctx, rec)
 		last = rec
 		return nil
@@ -143,4 +141,48 @@ func (t *task) logChanges(ctx context.Context, b *state.Batch) (*kafkaio.Record,
 		return nil, err
 	}
 	return last, nil
+}
+
+// changeArena makes a commit's changelog records in blocks: records, and
+// their keys and values in shared buffers, all stamped with one time.
+// Made one by one, a record cost three allocations and a clock read: at
+// 10^7 keys, where a commit logs a partial for nearly every row it read,
+// a tenth of the engine's CPU. A block is never reused (the producer holds
+// its records until they are acknowledged); it goes when they all have.
+type changeArena struct {
+	now  time.Time
+	recs []kafkaio.Record
+	buf  []byte
+}
+
+// changeBlock is the size of a block of bytes (a larger record takes a
+// block of its own), and changeRecs the records of a block of records.
+const (
+	changeBlock = 64 << 10
+	changeRecs  = 256
+)
+
+// record is the changelog record of store key k set to v (nil: deleted).
+func (a *changeArena) record(topic string, p int32, k, v []byte) *kafkaio.Record {
+	if len(a.recs) == 0 {
+		a.recs = make([]kafkaio.Record, changeRecs)
+	}
+	rec := &a.recs[0]
+	a.recs = a.recs[1:]
+	n := len(k)
+	if v != nil {
+		n += state.ChangeLen(v)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(changeBlock, n))
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, k...)
+	*rec = kafkaio.Record{Topic: topic, Partition: p, Timestamp: a.now, Key: a.buf[start:len(a.buf):len(a.buf)]}
+	if v != nil {
+		start = len(a.buf)
+		a.buf = state.AppendChange(a.buf, v)
+		rec.Value = a.buf[start:len(a.buf):len(a.buf)]
+	}
+	return rec
 }

@@ -29,6 +29,9 @@ type Pending struct {
 	bytes   int
 	waiters int
 	freed   chan struct{}
+	// acked is onAck as a func value, made once: a closure for each
+	// record cost an allocation a record.
+	acked func(*Record, error)
 }
 
 // batchBound bounds the bytes one Pending has in flight. The producer
@@ -51,9 +54,10 @@ func recordBytes(rec *Record) int {
 	return n
 }
 
-// room waits until size more bytes fit in flight (or nothing is in
-// flight), and counts them.
-func (p *Pending) room(ctx context.Context, size int) {
+// reserve waits until size more bytes fit in flight (or nothing is in
+// flight), and counts them and the record: one lock a record, where a
+// changelog write can produce millions in a commit.
+func (p *Pending) reserve(ctx context.Context, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.bytes > 0 && p.bytes+size > batchBound && ctx.Err() == nil {
@@ -71,10 +75,14 @@ func (p *Pending) room(ctx context.Context, size int) {
 		p.waiters--
 	}
 	p.bytes += size
+	if p.inflight == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.inflight++
 }
 
-// free uncounts size bytes in flight.
-func (p *Pending) free(size int) {
+// free uncounts size bytes in flight, and the record too when done.
+func (p *Pending) free(size int, done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.bytes -= size
@@ -82,23 +90,21 @@ func (p *Pending) free(size int) {
 		close(p.freed)
 		p.freed = nil
 	}
+	if done {
+		p.doneLocked()
+	}
 }
 
 // closedChan is an idle channel of a Pending with nothing in flight.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (p *Pending) add() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inflight == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.inflight++
-}
-
 func (p *Pending) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.doneLocked()
+}
+
+func (p *Pending) doneLocked() {
 	if p.inflight--; p.inflight == 0 {
 		close(p.idle)
 	}
@@ -115,7 +121,13 @@ func (p *Pending) idleCh() <-chan struct{} {
 }
 
 // NewPending is an empty set of pending records.
-func (k *Client) NewPending() *Pending { return &Pending{cl: k.cl, aloneMu: &k.aloneMu} }
+func (k *Client) NewPending() *Pending { return newPending(k.cl, &k.aloneMu) }
+
+func newPending(cl *kgo.Client, aloneMu *sync.Mutex) *Pending {
+	p := &Pending{cl: cl, aloneMu: aloneMu}
+	p.acked = p.onAck
+	return p
+}
 
 // Produce sends rec; a failure is reported by the next Flush.
 func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, rec, nil) }
@@ -127,29 +139,38 @@ func (p *Pending) Produce(ctx context.Context, rec *Record) { p.ProduceOr(ctx, r
 // its own: only one that is too large alone goes to tooLarge.
 func (p *Pending) ProduceOr(ctx context.Context, rec *Record, tooLarge func(*Record)) {
 	size := recordBytes(rec)
-	p.room(ctx, size)
-	p.add()
+	p.reserve(ctx, size)
+	if tooLarge == nil {
+		p.cl.Produce(ctx, rec, p.acked)
+		return
+	}
 	p.cl.Produce(ctx, rec, func(_ *Record, err error) {
-		// Freed first: tooLarge below may produce, and so wait for room.
-		p.free(size)
-		if err != nil && tooLarge != nil && IsTooLarge(err) {
-			go func() { // not on the producer's callback goroutine
-				defer p.done()
-				if err := p.produceAlone(ctx, rec); err != nil {
-					if IsTooLarge(err) {
-						tooLarge(rec) // before Done: what it produces is waited for too
-						return
-					}
-					p.setErr(rec, err)
-				}
-			}()
+		if err == nil || !IsTooLarge(err) {
+			p.onAck(rec, err)
 			return
 		}
-		if err != nil {
-			p.setErr(rec, err)
-		}
-		p.done()
+		// Freed first: tooLarge below may produce, and so wait for room.
+		p.free(size, false)
+		go func() { // not on the producer's callback goroutine
+			defer p.done()
+			if err := p.produceAlone(ctx, rec); err != nil {
+				if IsTooLarge(err) {
+					tooLarge(rec) // before Done: what it produces is waited for too
+					return
+				}
+				p.setErr(rec, err)
+			}
+		}()
 	})
+}
+
+// onAck ends a record's flight (its size is recounted: the producer does
+// not change a record's key, value or headers).
+func (p *Pending) onAck(rec *Record, err error) {
+	if err != nil {
+		p.setErr(rec, err)
+	}
+	p.free(recordBytes(rec), true)
 }
 
 func (p *Pending) setErr(rec *Record, err error) {

@@ -83,7 +83,7 @@ func (k *Client) NewTxnProducer(ctx context.Context, id string, timeout time.Dur
 		cl.Close()
 		return nil, fmt.Errorf("init transactional producer %s: %w", id, classify(err))
 	}
-	return &TxnProducer{cl: cl, adm: k, id: id, p: &Pending{cl: cl, aloneMu: &sync.Mutex{}}, ids: map[string][16]byte{}}, nil
+	return &TxnProducer{cl: cl, adm: k, id: id, p: newPending(cl, &sync.Mutex{}), ids: map[string][16]byte{}}, nil
 }
 
 // ID is the transactional id.

@@ -39,10 +39,15 @@ func EncodeChange(val []byte) []byte {
 	if val == nil {
 		return nil
 	}
-	out := make([]byte, 0, len(val)+1)
-	out = append(out, ChangeVersion)
-	return append(out, val...)
+	return AppendChange(make([]byte, 0, ChangeLen(val)), val)
 }
+
+// AppendChange appends the changelog value of store value val (not nil)
+// to dst.
+func AppendChange(dst, val []byte) []byte { return append(append(dst, ChangeVersion), val...) }
+
+// ChangeLen is the length of the changelog value of store value val.
+func ChangeLen(val []byte) int { return len(val) + 1 }
 
 // ErrChangeVersion refuses a changelog record this version cannot read
 // (written by a newer one).
