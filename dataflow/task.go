@@ -72,8 +72,45 @@ type task struct {
 	lag          prometheus.Gauge
 }
 
-// commitTimeout bounds one commit's wait for Kafka.
+// commitTimeout bounds one commit's wait for Kafka: how long its records
+// in flight may go unacknowledged (commitContext), and the transaction's
+// end (the records left in flight then are at most kafkaio's batchBound).
 const commitTimeout = 30 * time.Second
+
+// stalledProducer is a producer that tells when Kafka has stopped
+// acknowledging its records (kafkaio.Pending.Stalled).
+type stalledProducer interface {
+	Stalled(d time.Duration) bool
+}
+
+// commitContext is the context of one commit, apart from parent's end:
+// it ends when Kafka has acknowledged none of the task's records in flight
+// for commitTimeout. Not after a fixed time: a commit that closes a window
+// of millions of groups writes panes and changelog for longer than that
+// while Kafka answers all along (at 10^7 keys with a 1 GB cache, a close
+// outran 30 s, failed its stream, and would have again at every restart).
+func (t *task) commitContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, p := range []Pending{t.out, t.clog} {
+				if s, ok := p.(stalledProducer); ok && s.Stalled(commitTimeout) {
+					cancel(fmt.Errorf("Kafka acknowledged none of the commit's records for %s: %w", commitTimeout, context.DeadlineExceeded))
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(stop); cancel(nil) }
+}
 
 // errBroken refuses a commit after one that failed half-way (task.broken).
 var errBroken = errors.New("an earlier commit failed after the operators handed over their changes; the stream must restart from its state")
@@ -417,8 +454,8 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	// A commit runs to its end even when the stream stops meanwhile: one
 	// cut off half-way (did its transaction end? did Kafka take its
 	// offset?) would leave the next start less to trust than a finished
-	// one. The timeout bounds it when Kafka does not answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	// one. commitContext ends it when Kafka does not answer.
+	ctx, cancel := t.commitContext(ctx)
 	defer cancel()
 	wm := t.watermark(flush)
 	if err := t.giveWatermark(ctx, wm); err != nil {
@@ -449,8 +486,10 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if t.txn == nil {
 		// At-least-once: the outputs are acknowledged; the changelog and
 		// the input offset commit together.
-		err := t.clog.Commit(ctx, kafkaio.TxnCommit{Group: t.st.cfg.Group, Topic: t.st.cfg.Topic, Partition: t.p, Offset: c.Offset,
+		cctx, ccancel := context.WithTimeout(ctx, commitTimeout)
+		err := t.clog.Commit(cctx, kafkaio.TxnCommit{Group: t.st.cfg.Group, Topic: t.st.cfg.Topic, Partition: t.p, Offset: c.Offset,
 			Metadata: encodeProgress(wm, t.st.cfg.Holder)})
+		ccancel()
 		if err != nil {
 			return fmt.Errorf("changelog of partition %d: %w", t.p, err)
 		}
@@ -458,7 +497,10 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if t.txn != nil {
 		// Kafka first: a crash before Pebble's write is caught up by
 		// replay (txn.go); the other order would emit twice.
-		if err := t.commitTxn(ctx, wm); err != nil {
+		cctx, ccancel := context.WithTimeout(ctx, commitTimeout)
+		err := t.commitTxn(cctx, wm)
+		ccancel()
+		if err != nil {
 			return transient(err)
 		}
 		for _, op := range t.ops {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -29,6 +30,9 @@ type Pending struct {
 	bytes   int
 	waiters int
 	freed   chan struct{}
+	// progress is when a record in flight was last acknowledged, or when
+	// records went in flight after none were (Stalled).
+	progress time.Time
 	// acked is onAck as a func value, made once: a closure for each
 	// record cost an allocation a record.
 	acked func(*Record, error)
@@ -77,8 +81,19 @@ func (p *Pending) reserve(ctx context.Context, size int) {
 	p.bytes += size
 	if p.inflight == 0 {
 		p.idle = make(chan struct{})
+		p.progress = time.Now()
 	}
 	p.inflight++
+}
+
+// Stalled reports whether records are in flight and Kafka has
+// acknowledged none of them for d: a wait that is not going to end, where
+// a long one that keeps moving (a commit writing millions of records) is
+// not.
+func (p *Pending) Stalled(d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight > 0 && time.Since(p.progress) > d
 }
 
 // free uncounts size bytes in flight, and the record too when done.
@@ -86,6 +101,7 @@ func (p *Pending) free(size int, done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.bytes -= size
+	p.progress = time.Now()
 	if p.waiters > 0 && p.freed != nil {
 		close(p.freed)
 		p.freed = nil

@@ -58,3 +58,36 @@ func slowBroker(t *testing.T, parts int32, delay time.Duration) *Client {
 	k := clientOf(t, c)
 	return k
 }
+
+// TestStalled: records Kafka answers slowly but steadily are not stalled
+// however long the producing goes on (a commit writing millions of
+// records); records unanswered for longer than the limit are; nothing in
+// flight never is.
+func TestStalled(t *testing.T) {
+	k := slowBroker(t, 1, 200*time.Millisecond)
+	p := k.NewPending()
+	if p.Stalled(0) {
+		t.Fatal("stalled with nothing in flight")
+	}
+	ctx := context.Background()
+	rec := func() *Record { return &Record{Topic: "t", Partition: 0, Value: []byte("x")} }
+	p.Produce(ctx, rec())
+	time.Sleep(120 * time.Millisecond)
+	if !p.Stalled(50 * time.Millisecond) {
+		t.Fatal("not stalled with a record unanswered for 120ms, limit 50ms")
+	}
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		p.Produce(ctx, rec())
+		if p.Stalled(800 * time.Millisecond) {
+			t.Fatal("stalled while Kafka answers every 200ms, limit 800ms")
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Stalled(0) {
+		t.Fatal("stalled after a Flush")
+	}
+}

@@ -110,6 +110,9 @@ func (t *TxnProducer) ProduceOr(ctx context.Context, rec *Record, tooLarge func(
 	t.p.ProduceOr(ctx, rec, tooLarge)
 }
 
+// Stalled is Pending.Stalled of the transaction's records.
+func (t *TxnProducer) Stalled(d time.Duration) bool { return t.p.Stalled(d) }
+
 // Flush waits for every record produced so far (they stay invisible to
 // read_committed readers until Commit).
 func (t *TxnProducer) Flush(ctx context.Context) error { return classify(t.p.Flush(ctx)) }
