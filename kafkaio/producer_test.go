@@ -61,8 +61,8 @@ func slowBroker(t *testing.T, parts int32, delay time.Duration) *Client {
 
 // TestStalled: records Kafka answers slowly but steadily are not stalled
 // however long the producing goes on (a commit writing millions of
-// records); records unanswered for longer than the limit are; nothing in
-// flight never is.
+// records); records unanswered for longer than the limit between two
+// looks are; nothing in flight never is.
 func TestStalled(t *testing.T) {
 	k := slowBroker(t, 1, 200*time.Millisecond)
 	p := k.NewPending()
@@ -72,6 +72,9 @@ func TestStalled(t *testing.T) {
 	ctx := context.Background()
 	rec := func() *Record { return &Record{Topic: "t", Partition: 0, Value: []byte("x")} }
 	p.Produce(ctx, rec())
+	if p.Stalled(50 * time.Millisecond) {
+		t.Fatal("stalled at the first look")
+	}
 	time.Sleep(120 * time.Millisecond)
 	if !p.Stalled(50 * time.Millisecond) {
 		t.Fatal("not stalled with a record unanswered for 120ms, limit 50ms")
