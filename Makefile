@@ -90,7 +90,7 @@ fuzz:
 # against a read-only consumer; the repartition and combine hops against
 # each other under Zipf skew; and keyed state larger than the group cache
 # (bench/state, TUMBLE at 10^5 to 10^7 keys beside 10^4 keys all in memory,
-# and SESSION); W2 run by 1, 2 and 3 members of one app (bench/scale).
+# for the aggregation alone and through the whole engine, and SESSION); W2 run by 1, 2 and 3 members of one app (bench/scale).
 bench:
 	$(GO) run ./bench/hashagg -rows 10000000
 	$(GO) run ./bench/decode -records 2000000
@@ -102,6 +102,7 @@ bench:
 	$(GO) run ./bench/hops -events 1000000 -users 10000 -partitions 4
 	$(GO) run ./bench/eos -events 1000000 -keys 10000
 	$(GO) run ./bench/state -baseline 10000 -keys 100000,1000000,10000000 -cache-mb 64,1024
+	$(GO) run ./bench/state -engine -baseline 10000 -keys 100000,1000000,10000000 -cache-mb 64,1024
 	$(GO) run ./bench/state -keys 10000,100000 -cache-mb 64,0 -window session
 	$(GO) run ./bench/scale -events 2000000 -members 3
 

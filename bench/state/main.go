@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turbinesql/turbinesql/bench/harness"
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/dataflow"
 	texec "github.com/turbinesql/turbinesql/exec"
@@ -65,6 +66,7 @@ type result struct {
 }
 
 func main() {
+	harness.MaybeRunBroker() // -engine runs start their broker so
 	keysFlag := flag.String("keys", "100000,1000000", "comma-separated distinct key counts")
 	cachesFlag := flag.String("cache-mb", "64,1024", "comma-separated --state-cache-mb values (0: unlimited)")
 	events := flag.Int("events", 0, "events per run (0: max(2 x keys, 2,000,000))")
@@ -72,10 +74,13 @@ func main() {
 	child := flag.Bool("child", false, "run one configuration (internal)")
 	windowFlag := flag.String("window", "tumble", "tumble (a 1-hour TUMBLE window) or session (a session per key, 1-hour gap)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of each run's ingest and close to this file (one configuration only)")
+	engine := flag.Bool("engine", false, "run the workload through the whole engine (a server reading JSON from Kafka, its changelog and output) instead of the aggregation alone (tumble only)")
 	baseline := flag.Int("baseline", 0, "first run this many keys with an unlimited cache, and print each run's events/CPU-s as a fraction of it (0: no baseline)")
 	flag.Parse()
 	if *child {
-		if *profile != "" {
+		if *profile != "" && *engine {
+			enginePprof = *profile // runEngine profiles the engine's part only
+		} else if *profile != "" {
 			f, err := os.Create(*profile)
 			if err == nil {
 				err = pprof.StartCPUProfile(f)
@@ -88,7 +93,13 @@ func main() {
 		}
 		keys, _ := strconv.Atoi(*keysFlag)
 		cache, _ := strconv.Atoi(*cachesFlag)
-		r, err := run(keys, cache, *events, *commitRows, *windowFlag)
+		var r result
+		var err error
+		if *engine {
+			r, err = runEngine(keys, cache, *events)
+		} else {
+			r, err = run(keys, cache, *events, *commitRows, *windowFlag)
+		}
 		if err != nil {
 			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "state:", err)
@@ -101,7 +112,15 @@ func main() {
 	if *windowFlag == "session" {
 		what = "a SESSION per key (1-hour gap)"
 	}
-	fmt.Printf("state larger than memory: COUNT(*)+SUM(v) GROUP BY k, %s, all keys open; GOMAXPROCS=%d\n", what, runtime.GOMAXPROCS(0))
+	how := "the aggregation and its state alone"
+	if *engine {
+		if *windowFlag != "tumble" {
+			fmt.Fprintln(os.Stderr, "state: -engine runs the tumble window only")
+			os.Exit(2)
+		}
+		how = fmt.Sprintf("the whole engine: JSON from a %d-partition topic, changelog, output; broker in its own process", engineParts)
+	}
+	fmt.Printf("state larger than memory: COUNT(*)+SUM(v) GROUP BY k, %s, all keys open; %s; GOMAXPROCS=%d\n", what, how, runtime.GOMAXPROCS(0))
 	header := fmt.Sprintf("%10s %10s %9s %14s %12s %11s %10s %10s", "keys", "events", "cache MB", "events/CPU-s", "peak RSS MB", "Pebble MB", "close s", "panes")
 	if *baseline > 0 {
 		header += fmt.Sprintf("%12s", "x baseline")
@@ -117,7 +136,7 @@ func main() {
 	// same machine in the same minute.
 	base := 0.0
 	runOne := func(k, c string) float64 {
-		cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag)
+		cmd := exec.Command(self, "-child", "-keys", k, "-cache-mb", c, "-events", strconv.Itoa(*events), "-commit-rows", strconv.Itoa(*commitRows), "-cpuprofile", *profile, "-window", *windowFlag, "-engine="+strconv.FormatBool(*engine))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -223,7 +242,6 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	// Keys: the first N events visit every key once (in a scrambled
 	// order), the rest pick keys uniformly: no locality for a cache to use.
 	rng := rand.New(rand.NewPCG(1, 2))
-	perm := func(i int) int64 { return int64((uint64(i)*0x9E3779B97F4A7C15)>>1) % int64(1<<62) }
 	b := &texec.Batch{N: batchRows, Cols: []*texec.Vec{
 		{T: types.Int, N: batchRows, I: make([]int64, batchRows)},
 		{T: types.Int, N: batchRows, I: make([]int64, batchRows)},
@@ -288,6 +306,10 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	res.PeakRSSMB = float64(ru.Maxrss) / 1024
 	return res, nil
 }
+
+// perm is the key of the i-th distinct key: scrambled over the int64s, so
+// that keys arrive in no order a cache could use.
+func perm(i int) int64 { return int64((uint64(i)*0x9E3779B97F4A7C15)>>1) % int64(1<<62) }
 
 func dirMB(dir string) (float64, error) {
 	var n int64
