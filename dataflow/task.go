@@ -77,6 +77,10 @@ type task struct {
 // end (the records left in flight then are at most kafkaio's batchBound).
 const commitTimeout = 30 * time.Second
 
+// commitMax bounds a commit in all, whatever it waits on: a commit of
+// hundreds of millions of records could need more.
+const commitMax = 10 * time.Minute
+
 // stalledProducer is a producer that tells when Kafka has stopped
 // acknowledging its records (kafkaio.Pending.Stalled).
 type stalledProducer interface {
@@ -85,12 +89,13 @@ type stalledProducer interface {
 
 // commitContext is the context of one commit, apart from parent's end:
 // it ends when Kafka has acknowledged none of the task's records in flight
-// for commitTimeout. Not after a fixed time: a commit that closes a window
+// for commitTimeout, or after commitMax. Not after a fixed time: a commit that closes a window
 // of millions of groups writes panes and changelog for longer than that
 // while Kafka answers all along (at 10^7 keys with a 1 GB cache, a close
 // outran 30 s, failed its stream, and would have again at every restart).
 func (t *task) commitContext(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	capped, uncap := context.WithTimeout(context.WithoutCancel(parent), commitMax)
+	ctx, cancel := context.WithCancelCause(capped)
 	stop := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Second)
@@ -109,7 +114,7 @@ func (t *task) commitContext(parent context.Context) (context.Context, context.C
 			}
 		}
 	}()
-	return ctx, func() { close(stop); cancel(nil) }
+	return ctx, func() { close(stop); cancel(nil); uncap() }
 }
 
 // errBroken refuses a commit after one that failed half-way (task.broken).
