@@ -150,19 +150,10 @@ func run(events, keys, parts int, span time.Duration) error {
 		return err
 	}
 	wall, cpu := time.Since(w0).Seconds(), harness.CPUSeconds()-cpu0
-	var out, in, late int64
-	rows, err := conn.Query(ctx, "SHOW STREAMS")
+	in, out, late, err := harness.StreamCounts(ctx, conn)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return err
-		}
-		in, out, late = vals[5].(int64), vals[6].(int64), vals[7].(int64)
-	}
-	rows.Close()
 	if in != int64(events) {
 		return fmt.Errorf("stream read %d events, want %d", in, events)
 	}

@@ -179,19 +179,10 @@ func throughput(ctx context.Context, broker string, c config, round, events int)
 		return 0, 0, err
 	}
 	wall, cpu := time.Since(w0).Seconds(), harness.CPUSeconds()-cpu0
-	var in int64
-	rows, err := conn.Query(ctx, "SHOW STREAMS")
+	in, _, _, err := harness.StreamCounts(ctx, conn)
 	if err != nil {
 		return 0, 0, err
 	}
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return 0, 0, err
-		}
-		in = vals[5].(int64)
-	}
-	rows.Close()
 	if in != int64(events) {
 		return 0, 0, fmt.Errorf("stream read %d events, want %d", in, events)
 	}

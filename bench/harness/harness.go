@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -151,4 +153,22 @@ func createTopic(ctx context.Context, cl *kgo.Client, topic string, parts int) e
 		return nil // written to again (bench/scale declares on it empty first)
 	}
 	return err
+}
+
+// StreamCounts is what SHOW STREAMS says the (last) stream read, wrote
+// and counted late.
+func StreamCounts(ctx context.Context, conn *pgx.Conn) (in, out, late int64, err error) {
+	rows, err := conn.Query(ctx, "SHOW STREAMS")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		in, out, late = vals[5].(int64), vals[6].(int64), vals[7].(int64)
+	}
+	return in, out, late, rows.Err()
 }

@@ -94,7 +94,7 @@ func runEngine(keys, cacheMB, events int) (result, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0 := cpu()
+	cpu0 := harness.CPUSeconds()
 	for _, q := range []string{
 		`CREATE SOURCE ev (k BIGINT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
 			WITH (topic = 'ev', partitions = ` + strconv.Itoa(engineParts) + `, partition_key = 'k')`,
@@ -105,14 +105,14 @@ func runEngine(keys, cacheMB, events int) (result, error) {
 			return res, err
 		}
 	}
-	in, _, err := streamCounts(ctx, conn)
+	in, _, _, err := harness.StreamCounts(ctx, conn)
 	if err != nil {
 		return res, err
 	}
 	if in != int64(events) {
 		return res, fmt.Errorf("stream read %d events, want %d", in, events)
 	}
-	res.EventsPerCPUSec = float64(events) / (cpu() - cpu0).Seconds()
+	res.EventsPerCPUSec = float64(events) / (harness.CPUSeconds() - cpu0)
 	if res.PebbleMB, err = dirMB(dir); err != nil {
 		return res, err
 	}
@@ -124,7 +124,7 @@ func runEngine(keys, cacheMB, events int) (result, error) {
 		if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
 			return res, err
 		}
-		_, out, err := streamCounts(ctx, conn)
+		_, out, _, err := harness.StreamCounts(ctx, conn)
 		if err != nil {
 			return res, err
 		}
@@ -198,23 +198,6 @@ func produceClose(ctx context.Context, broker string) error {
 		p++
 	}
 	return cl.ProduceSync(ctx, recs...).FirstErr()
-}
-
-// streamCounts is the stream's records in and out (SHOW STREAMS).
-func streamCounts(ctx context.Context, conn *pgx.Conn) (in, out int64, err error) {
-	rows, err := conn.Query(ctx, "SHOW STREAMS")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return 0, 0, err
-		}
-		in, out = vals[5].(int64), vals[6].(int64)
-	}
-	return in, out, rows.Err()
 }
 
 // resetPeakRSS starts the kernel's peak RSS of this process (VmHWM) over

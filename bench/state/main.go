@@ -179,12 +179,6 @@ type discard struct{}
 func (discard) Produce(context.Context, *kafkaio.Record)                            {}
 func (discard) ProduceOr(context.Context, *kafkaio.Record, func(r *kafkaio.Record)) {}
 
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	if events == 0 {
 		events = max(2*keys, 2_000_000)
@@ -248,7 +242,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 		{T: types.Timestamp, N: batchRows, I: make([]int64, batchRows)},
 	}}
 	runtime.GC()
-	cpu0 := cpu()
+	cpu0 := harness.CPUSeconds()
 	sinceCommit := 0
 	for done := 0; done < events; {
 		n := min(batchRows, events-done)
@@ -279,7 +273,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 			}
 		}
 	}
-	res.EventsPerCPUSec = float64(events) / (cpu() - cpu0).Seconds()
+	res.EventsPerCPUSec = float64(events) / (harness.CPUSeconds() - cpu0)
 	if res.PebbleMB, err = dirMB(dir); err != nil {
 		return res, err
 	}
