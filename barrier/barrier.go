@@ -46,9 +46,12 @@ type Ack struct {
 	Covered map[string][]int32 `json:"covered,omitempty"`
 	// Failed: per stream, why it could not run the step there.
 	Failed map[string]string `json:"failed,omitempty"`
-	// Aborted: the failed streams whose exactly-once commit Kafka did not
-	// take; such a stream restarts by itself.
-	Aborted []string `json:"aborted,omitempty"`
+	// Recovers: the failed streams that restart by themselves (an
+	// exactly-once commit Kafka did not take, or a task fenced because
+	// the group moved its partition). The wire name is the one of the
+	// first release, which had only the commit Kafka did not take: an
+	// older coordinator waits for both alike, as it should.
+	Recovers []string `json:"aborted,omitempty"`
 	// Restoring: per consumer group, partitions assigned to that process
 	// whose tasks still restore their state (they run the step once
 	// restored).
@@ -118,9 +121,9 @@ type Coverage struct {
 // Failure is why a stream could not run a step on some process.
 type Failure struct {
 	Msg string
-	// Aborted: every process that reported the stream failed said its
-	// exactly-once commit was not taken (it restarts by itself).
-	Aborted bool
+	// Recovers: every process that reported the stream failed said it
+	// restarts by itself.
+	Recovers bool
 }
 
 // NewCoverage expects the stages in want (keyed by consumer group).
@@ -147,12 +150,12 @@ func (c *Coverage) Add(a Ack) {
 		}
 	}
 	for name, why := range a.Failed {
-		aborted := slices.Contains(a.Aborted, name)
+		recovers := slices.Contains(a.Recovers, name)
 		f, seen := c.failed[name]
 		if !seen {
-			f = Failure{Msg: why, Aborted: aborted}
+			f = Failure{Msg: why, Recovers: recovers}
 		}
-		f.Aborted = f.Aborted && aborted
+		f.Recovers = f.Recovers && recovers
 		c.failed[name] = f
 	}
 }

@@ -12,7 +12,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if err != nil || gotAck != nil || !reflect.DeepEqual(*gotStep, st) {
 		t.Fatalf("step: %+v %+v %v", gotStep, gotAck, err)
 	}
-	a := Ack{Flush: "n1-3", Index: 2, Node: "n2", Covered: map[string][]int32{"g": {1, 3}}, Failed: map[string]string{"s": "boom"}, Aborted: []string{"s"}}
+	a := Ack{Flush: "n1-3", Index: 2, Node: "n2", Covered: map[string][]int32{"g": {1, 3}}, Failed: map[string]string{"s": "boom"}, Recovers: []string{"s"}}
 	gotStep, gotAck, err = Decode(EncodeAck(a))
 	if err != nil || gotStep != nil || !reflect.DeepEqual(*gotAck, a) {
 		t.Fatalf("ack: %+v %+v %v", gotStep, gotAck, err)
@@ -34,22 +34,22 @@ func TestCoverage(t *testing.T) {
 	if got, want := c.Missing(), []string{"final/0", "hop/1"}; !reflect.DeepEqual(got, want) || c.Settled() {
 		t.Fatalf("missing %v (settled %v), want %v", got, c.Settled(), want)
 	}
-	// Stream a fails on n2 (aborted there): final needs nothing more,
+	// Stream a fails on n2 (fenced there: it recovers): final needs nothing more,
 	// the hop still serves b.
-	c.Add(Ack{Node: "n2", Failed: map[string]string{"a": "fenced"}, Aborted: []string{"a"}})
+	c.Add(Ack{Node: "n2", Failed: map[string]string{"a": "fenced"}, Recovers: []string{"a"}})
 	if c.Settled() {
 		t.Fatal("settled while hop/1 serves a stream nobody reported failed")
 	}
-	if f := c.Failed()["a"]; f.Msg != "fenced" || !f.Aborted {
+	if f := c.Failed()["a"]; f.Msg != "fenced" || !f.Recovers {
 		t.Fatalf("failure of a: %+v", f)
 	}
-	// A plain failure of a elsewhere: no longer only aborted.
+	// A plain failure of a elsewhere: it no longer only recovers.
 	c.Add(Ack{Node: "n3", Failed: map[string]string{"a": "disk full"}, Covered: map[string][]int32{"hop": {1}}})
 	if !c.Settled() {
 		t.Fatalf("not settled; missing %v", c.Missing())
 	}
-	if f := c.Failed()["a"]; f.Aborted {
-		t.Fatalf("failure of a still aborted-only: %+v", f)
+	if f := c.Failed()["a"]; f.Recovers {
+		t.Fatalf("failure of a still recovering-only: %+v", f)
 	}
 	// Another process runs final/0 after all: a failed elsewhere, but
 	// every partition of it ran, so the step did not fail it.

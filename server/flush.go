@@ -44,15 +44,16 @@ const (
 	// flushResend is how long a step waits for acknowledgements before it
 	// is sent again (a process that rejoined missed it, or a task moved).
 	flushResend = 2 * time.Second
-	// flushRecoveries is how many self-restarts of failed exactly-once
-	// streams one FLUSH waits for.
-	flushRecoveries = 3
+	// flushRecoveries is how many self-restarts of failed streams one
+	// FLUSH waits for (recover.go's restartable failures).
+	flushRecoveries = 4
 )
 
-// flush runs FLUSH. An exactly-once stream whose transaction Kafka did not
-// take restarts by itself (recover.go): FLUSH waits for that restart and
-// flushes again, rather than report a failure that mends itself within
-// seconds.
+// flush runs FLUSH. A stream whose exactly-once transaction Kafka did not
+// take, or whose task was fenced because the group moved its partition
+// (a rebalance while the FLUSH ran), restarts by itself (recover.go):
+// FLUSH waits for that restart and flushes again, rather than report a
+// failure that mends itself within seconds.
 func (s *Server) flush(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		failed, err := s.flushStages(ctx)
@@ -63,10 +64,10 @@ func (s *Server) flush(ctx context.Context) error {
 			s.settleOutputs(ctx)
 			return nil
 		}
-		if attempt == flushRecoveries || !allAborted(failed) {
+		if attempt == flushRecoveries || !allRecover(failed) {
 			return flushFailures(failed)
 		}
-		if err := s.awaitRestart(ctx, failed); err != nil {
+		if err := s.awaitRestart(ctx, failed, attempt); err != nil {
 			return err
 		}
 	}
@@ -372,7 +373,7 @@ func (f *clusterFlush) step(ctx context.Context, ends map[string]map[int32]int64
 		if err, ok := local[name]; ok {
 			f.fail(name, err)
 		} else {
-			f.fail(name, &remoteFailure{msg: why.Msg, aborted: why.Aborted})
+			f.fail(name, &remoteFailure{msg: why.Msg, recovers: why.Recovers})
 		}
 	}
 	return nil
@@ -397,10 +398,11 @@ func (f *clusterFlush) send(ctx context.Context, st barrier.Step) error {
 	return nil
 }
 
-// remoteFailure is a stream's failure on another process.
+// remoteFailure is a stream's failure on another process; recovers: that
+// process said the stream restarts by itself.
 type remoteFailure struct {
-	msg     string
-	aborted bool
+	msg      string
+	recovers bool
 }
 
 func (e *remoteFailure) Error() string { return e.msg + " (on another process)" }
@@ -451,9 +453,8 @@ func (s *Server) runStep(ctx context.Context, st barrier.Step) (ack barrier.Ack,
 	})
 	for name, err := range local {
 		ack.Failed[name] = err.Error()
-		var aborted *dataflow.TxnAborted
-		if errors.As(err, &aborted) {
-			ack.Aborted = append(ack.Aborted, name)
+		if _, ok := restartable(err); ok {
+			ack.Recovers = append(ack.Recovers, name)
 		}
 	}
 	if !st.Close {
@@ -547,16 +548,18 @@ func (s *Server) awaitWatermarks(ctx context.Context) {
 	}
 }
 
-// allAborted reports whether every failure is an exactly-once commit
-// Kafka did not take (the stream restarts by itself).
-func allAborted(failed map[string]error) bool {
+// allRecover reports whether every failure is one the stream restarts
+// by itself from (recover.go's restartable), here or where it failed.
+func allRecover(failed map[string]error) bool {
 	for _, err := range failed {
-		var aborted *dataflow.TxnAborted
 		var remote *remoteFailure
-		switch {
-		case errors.As(err, &aborted):
-		case errors.As(err, &remote) && remote.aborted:
-		default:
+		if errors.As(err, &remote) {
+			if !remote.recovers {
+				return false
+			}
+			continue
+		}
+		if _, ok := restartable(err); !ok {
 			return false
 		}
 	}
@@ -564,16 +567,26 @@ func allAborted(failed map[string]error) bool {
 }
 
 // awaitRestart waits until every stream in failed runs again (or is gone),
-// at most as long as recover.go's longest back-off.
-func (s *Server) awaitRestart(ctx context.Context, failed map[string]error) error {
+// at most as long as recover.go's longest back-off. A stream that failed
+// on another process restarts there, out of sight: attempt n (from 0)
+// gives it 2^(n+1) s, which covers that process's back-off for its n+1th
+// restart in a row (recover.go: 1 s, 2 s, 4 s, ...).
+func (s *Server) awaitRestart(ctx context.Context, failed map[string]error, attempt int) error {
 	deadline := time.Now().Add(40 * time.Second)
+	remoteUntil := time.Now()
+	for _, err := range failed {
+		var remote *remoteFailure
+		if errors.As(err, &remote) {
+			remoteUntil = time.Now().Add(time.Second << (attempt + 1))
+		}
+	}
 	for time.Now().Before(deadline) {
-		running := true
+		running := time.Now().After(remoteUntil)
 		s.mu.Lock()
 		for name, err := range failed {
 			var remote *remoteFailure
 			if errors.As(err, &remote) {
-				continue // it restarts on its process: the next round sees
+				continue // it restarts on its process (remoteUntil)
 			}
 			if r, ok := s.streams[name]; ok && r.failing() { // a failed hop in front included
 				running = false
