@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -121,6 +122,21 @@ func PeakRSSMB() float64 {
 // each placed by murmur2, event time spread evenly over 100 s, JSON
 // {"k":..., "ts": epoch ms}.
 func ProduceBacklog(ctx context.Context, broker, topic string, events, keys, parts int) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	span := int64(100_000) // 100 s of event time
+	return ProduceKeyed(ctx, broker, topic, parts, events, func(i int) (key, value []byte) {
+		k := "user-" + strconv.Itoa(rng.IntN(keys))
+		ts := base + int64(i)*span/int64(events)
+		return []byte(k), []byte(`{"k":"` + k + `","ts":` + strconv.FormatInt(ts, 10) + `}`)
+	})
+}
+
+// ProduceKeyed writes n records made by rec (called in order, i from 0)
+// to topic, created with parts partitions if it is not there, each placed
+// by murmur2 of its key as a Java producer and TurbineSQL place them. It
+// returns the first failure.
+func ProduceKeyed(ctx context.Context, broker, topic string, parts, n int, rec func(i int) (key, value []byte)) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(200_000))
 	if err != nil {
@@ -130,20 +146,24 @@ func ProduceBacklog(ctx context.Context, broker, topic string, events, keys, par
 	if err := createTopic(ctx, cl, topic, parts); err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	span := int64(100_000) // 100 s of event time
-	for i := 0; i < events; i++ {
-		k := "user-" + strconv.Itoa(rng.IntN(keys))
-		ts := base + int64(i)*span/int64(events)
-		v := []byte(`{"k":"` + k + `","ts":` + strconv.FormatInt(ts, 10) + `}`)
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: v, Partition: state.PartitionFor([]byte(k), parts)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				panic(err)
+	var mu sync.Mutex
+	var failed error
+	for i := 0; i < n; i++ {
+		k, v := rec(i)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: k, Value: v, Partition: state.PartitionFor(k, parts)}, func(_ *kgo.Record, err error) {
+			mu.Lock() // on franz-go's goroutine
+			defer mu.Unlock()
+			if err != nil && failed == nil {
+				failed = err
 			}
 		})
 	}
-	return cl.Flush(ctx)
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return failed
 }
 
 func createTopic(ctx context.Context, cl *kgo.Client, topic string, parts int) error {

@@ -13,11 +13,9 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/bench/harness"
@@ -141,42 +139,15 @@ func runEngine(keys, cacheMB, events int) (result, error) {
 	return res, err
 }
 
-// produceEvents writes run's events (the same keys, values and times) as
-// JSON to topic ev.
+// produceEvents writes run's events (event: the same keys, values and
+// times) as JSON to topic ev.
 func produceEvents(ctx context.Context, broker string, keys, events int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000), kgo.ProducerLinger(10*time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, engineParts, 1, nil, "ev"); err != nil {
-		return err
-	}
-	var mu sync.Mutex
-	var failed error
 	rng := rand.New(rand.NewPCG(1, 2))
-	for e := 0; e < events; e++ {
-		k := e
-		if e >= keys {
-			k = rng.IntN(keys)
-		}
-		key := []byte(strconv.FormatInt(perm(k), 10))
-		v := fmt.Appendf(nil, `{"k":%s,"v":%d,"ts":%d}`, key, e&1023, base+int64(e)%hour)
-		cl.Produce(ctx, &kgo.Record{Topic: "ev", Key: key, Value: v, Partition: state.PartitionFor(key, engineParts)}, func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && failed == nil {
-				failed = err
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return failed
+	return harness.ProduceKeyed(ctx, broker, "ev", engineParts, events, func(e int) (key, value []byte) {
+		k, v, ts := event(rng, e, keys)
+		key = strconv.AppendInt(nil, k, 10)
+		return key, fmt.Appendf(nil, `{"k":%s,"v":%d,"ts":%d}`, key, v, ts)
+	})
 }
 
 // produceClose writes a record 3 hours on to every partition: each

@@ -233,8 +233,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 		}
 		return c.State.Commit()
 	}
-	// Keys: the first N events visit every key once (in a scrambled
-	// order), the rest pick keys uniformly: no locality for a cache to use.
+	// Keys (event): no locality for a cache to use.
 	rng := rand.New(rand.NewPCG(1, 2))
 	b := &texec.Batch{N: batchRows, Cols: []*texec.Vec{
 		{T: types.Int, N: batchRows, I: make([]int64, batchRows)},
@@ -251,14 +250,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 			c.N = n
 		}
 		for i := 0; i < n; i++ {
-			e := done + i
-			k := e
-			if e >= keys {
-				k = rng.IntN(keys)
-			}
-			b.Cols[0].I[i] = perm(k)
-			b.Cols[1].I[i] = int64(e & 1023)
-			b.Cols[2].I[i] = base + int64(e)%hour
+			b.Cols[0].I[i], b.Cols[1].I[i], b.Cols[2].I[i] = event(rng, done+i, keys)
 		}
 		if _, err := op.Process(ctx, &dataflow.Batch{Data: b, MaxTime: base, HasTime: true}); err != nil {
 			return res, err
@@ -299,6 +291,19 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	res.PeakRSSMB = float64(ru.Maxrss) / 1024
 	return res, nil
+}
+
+// event is the e-th event of a run over keys distinct keys, drawing from
+// rng: its key, value and event time. The first keys events visit every
+// key once, the rest pick keys uniformly; keys are scrambled over the
+// int64s (perm). Both modes draw their events here, so the engine runs
+// the aggregation's workload exactly.
+func event(rng *rand.Rand, e, keys int) (k, v, ts int64) {
+	i := e
+	if e >= keys {
+		i = rng.IntN(keys)
+	}
+	return perm(i), int64(e & 1023), base + int64(e)%hour
 }
 
 // perm is the key of the i-th distinct key: scrambled over the int64s, so
