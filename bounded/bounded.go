@@ -123,9 +123,8 @@ func Finish(p *planner.Plan, rows [][]any) [][]any {
 	if len(p.OrderBy) > 0 {
 		sort.SliceStable(rows, func(i, j int) bool {
 			for _, k := range p.OrderBy {
-				c := planner.CompareValues(rows[i][k.Idx], rows[j][k.Idx])
-				if c != 0 {
-					return (c < 0) != k.Desc
+				if c := k.Compare(rows[i][k.Idx], rows[j][k.Idx]); c != 0 {
+					return c < 0
 				}
 			}
 			return false

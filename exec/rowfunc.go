@@ -216,10 +216,10 @@ func Take(v *Vec, idx []int) *Vec {
 // row's position within its partition. It numbers the batch it is given,
 // so the planner uses it only where that batch is the whole input.
 type RowNumber struct {
-	Partition []Expr
-	Order     []Expr
-	Desc      []bool
-	Compare   func(a, b any) int // orders values as ORDER BY does
+	Partition    []Expr
+	Order        []Expr
+	OrderCompare []func(a, b any) int // one per Order: its direction and NULLS placement
+	Compare      func(a, b any) int   // orders PARTITION BY values (NULLs together)
 }
 
 func (r *RowNumber) Type() types.Type { return types.Int }
@@ -237,13 +237,13 @@ func (r *RowNumber) Eval(b *Batch) (*Vec, error) {
 	for i := range idx {
 		idx[i] = i
 	}
-	cmpCols := func(cols []*Vec, desc []bool, i, j int) int {
+	cmpCols := func(cols []*Vec, cmps []func(a, b any) int, i, j int) int {
 		for k, c := range cols {
-			x := r.Compare(c.Value(i), c.Value(j))
-			if desc != nil && desc[k] {
-				x = -x
+			cmp := r.Compare
+			if cmps != nil {
+				cmp = cmps[k]
 			}
-			if x != 0 {
+			if x := cmp(c.Value(i), c.Value(j)); x != 0 {
 				return x
 			}
 		}
@@ -253,7 +253,7 @@ func (r *RowNumber) Eval(b *Batch) (*Vec, error) {
 		if c := cmpCols(parts, nil, i, j); c != 0 {
 			return c
 		}
-		return cmpCols(orders, r.Desc, i, j)
+		return cmpCols(orders, r.OrderCompare, i, j)
 	})
 	out := newVec(types.Int, b.N)
 	n := int64(0)

@@ -91,8 +91,51 @@ type AggCall struct {
 
 // OrderKey sorts bounded query results by an output column.
 type OrderKey struct {
-	Idx  int
-	Desc bool
+	Idx        int
+	Desc       bool
+	NullsFirst bool // PostgreSQL's default: NULLs sort as if larger than any value (last ascending, first descending)
+}
+
+// Compare orders two values of the key's column as its ORDER BY item
+// says: direction, then where NULLs go.
+func (k OrderKey) Compare(a, b any) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil || b == nil:
+		if (a == nil) == k.NullsFirst {
+			return -1
+		}
+		return 1
+	}
+	c := CompareValues(a, b)
+	if k.Desc {
+		return -c
+	}
+	return c
+}
+
+// orderItem reads an ORDER BY item: its expression (unwrapped from the
+// NULLS FIRST/LAST marker sql rewrites it into) and its direction.
+func orderItem(item *ast.ByItem) (ast.ExprNode, OrderKey) {
+	k := OrderKey{Desc: item.Desc, NullsFirst: item.Desc}
+	e := item.Expr
+	if f, ok := e.(*ast.FuncCallExpr); ok && len(f.Args) == 1 {
+		switch f.FnName.L {
+		case sql.NullsFirstFunc:
+			e, k.NullsFirst = f.Args[0], true
+		case sql.NullsLastFunc:
+			e, k.NullsFirst = f.Args[0], false
+		default:
+			return e, k
+		}
+		// A bare integer is a position in the select list, as the parser
+		// reads ORDER BY 2 when nothing wraps it.
+		if n, err := intArg(f, 0); err == nil {
+			e = &ast.PositionExpr{N: int(n)}
+		}
+	}
+	return e, k
 }
 
 // Strategy names for how records move to their group.
@@ -309,11 +352,13 @@ func build(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Plan, erro
 
 	if stmt.OrderBy != nil {
 		for _, item := range stmt.OrderBy.Items {
-			idx, err := orderIndex(p, out, stmt, item.Expr)
+			e, k := orderItem(item)
+			idx, err := orderIndex(p, out, stmt, e)
 			if err != nil {
 				return nil, err
 			}
-			p.OrderBy = append(p.OrderBy, OrderKey{Idx: idx, Desc: item.Desc})
+			k.Idx = idx
+			p.OrderBy = append(p.OrderBy, k)
 		}
 	}
 	p.Distinct = stmt.Distinct
@@ -435,7 +480,8 @@ func buildSetOpr(cat Resolver, x *ast.SetOprStmt, src string, q *qctx) (*Plan, e
 	if x.OrderBy != nil {
 		for _, item := range x.OrderBy.Items {
 			idx := -1
-			switch e := item.Expr.(type) {
+			e, k := orderItem(item)
+			switch e := e.(type) {
 			case *ast.PositionExpr:
 				idx = e.N - 1
 			case *ast.ColumnNameExpr:
@@ -444,7 +490,8 @@ func buildSetOpr(cat Resolver, x *ast.SetOprStmt, src string, q *qctx) (*Plan, e
 			if idx < 0 || idx >= len(p.Output) {
 				return nil, sql.Errorf(sql.CodeNotSupported, "ORDER BY of a UNION must name an output column or position")
 			}
-			p.OrderBy = append(p.OrderBy, OrderKey{Idx: idx, Desc: item.Desc})
+			k.Idx = idx
+			p.OrderBy = append(p.OrderBy, k)
 		}
 	}
 	if err := limitClause(p, x.Limit); err != nil {

@@ -912,12 +912,13 @@ func (s *scope) windowFunc(x *ast.WindowFuncExpr) (exec.Expr, error) {
 	}
 	if spec.OrderBy != nil {
 		for _, it := range spec.OrderBy.Items {
-			e, err := s.compile(it.Expr)
+			x, k := orderItem(it)
+			e, err := s.compile(x)
 			if err != nil {
 				return nil, err
 			}
 			rn.Order = append(rn.Order, e)
-			rn.Desc = append(rn.Desc, it.Desc)
+			rn.OrderCompare = append(rn.OrderCompare, k.Compare)
 		}
 	}
 	return rn, nil

@@ -25,6 +25,7 @@ import (
 //	x::regclass, x::oid, ...      → __regclass(x), __oid(x), ... (pgFuncCasts)
 //	(VALUES (1, 'a'), (2, 'b')) s(n, t)
 //	                              → (SELECT 1 AS "n", 'a' AS "t" UNION ALL SELECT 2, 'b') s
+//	ORDER BY x DESC NULLS LAST    → ORDER BY __nulls_last(x) DESC  (also NULLS FIRST)
 //
 // Arrays are not a column type: an array value is carried as its
 // PostgreSQL text form ('{a,b}'), which is what clients print.
@@ -41,6 +42,10 @@ const (
 	// TableFuncPrefix marks a function called in FROM (tableFunc).
 	TableFuncPrefix = "__tablefunc_"
 	FieldFunc       = "__field"
+	// NullsFirstFunc and NullsLastFunc wrap an ORDER BY item that says
+	// NULLS FIRST or NULLS LAST; the planner unwraps them (never called).
+	NullsFirstFunc = "__nulls_first"
+	NullsLastFunc  = "__nulls_last"
 )
 
 // pgFuncCasts are the casts to PostgreSQL's object-identifier and array
@@ -72,6 +77,28 @@ func matching(toks []Token, i int) int {
 		}
 	}
 	return -1
+}
+
+// orderItemStart finds the first token of the ORDER BY item whose
+// expression ends at toks[end]: the token after the "BY" or "," that
+// precedes it outside any bracket.
+func orderItemStart(src string, toks []Token, end, first int) (int, error) {
+	depth := 0
+	for k := end; k > first; k-- {
+		switch {
+		case toks[k].Is(")") || toks[k].Is("]"):
+			depth++
+		case toks[k].Is("(") || toks[k].Is("["):
+			depth--
+		}
+		if depth < 0 {
+			break
+		}
+		if depth == 0 && (toks[k-1].Is("BY") || toks[k-1].Is(",")) {
+			return k, nil
+		}
+	}
+	return 0, syntaxAt(src, toks[end].Start, "NULLS FIRST/LAST outside an ORDER BY")
 }
 
 // regexOp reads a regular-expression match operator starting at toks[i]:
@@ -107,6 +134,27 @@ func pgRewrite(src string, toks []Token, i, first int, atoms map[int]int, subst 
 	case t.Kind == TokString && (src[t.Start] == 'E' || src[t.Start] == 'e'):
 		emit(t.Start, t.End, quoteString(t.Text))
 		return i, true, nil
+
+	case t.Is("NULLS") && i > first && i+1 < len(toks) && (toks[i+1].Is("FIRST") || toks[i+1].Is("LAST")):
+		// ORDER BY item [ASC | DESC] NULLS FIRST | LAST: the TiDB parser
+		// (MySQL) has no NULLS clause, so the item's expression is wrapped
+		// in a marker function the planner reads back.
+		end := i - 1 // last token of the expression
+		if toks[end].Is("ASC") || toks[end].Is("DESC") {
+			end--
+		}
+		start, err := orderItemStart(src, toks, end, first)
+		if err != nil {
+			return i, false, err
+		}
+		fn := NullsLastFunc
+		if toks[i+1].Is("FIRST") {
+			fn = NullsFirstFunc
+		}
+		emit(toks[start].Start, toks[start].Start, fn+"(")
+		emit(toks[end].End, toks[end].End, ")")
+		emit(toks[end].End, toks[i+1].End, src[toks[end].End:toks[i].Start])
+		return i + 1, true, nil
 
 	case t.Is("OPERATOR") && i+1 < len(toks) && toks[i+1].Is("("):
 		rp := matching(toks, i+1)
