@@ -228,7 +228,7 @@ func classify(err error) error {
 // execute runs one parsed statement.
 func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (*pgwire.Result, error) {
 	switch stmt.(type) {
-	case *sql.Show, *sql.Describe, *sql.Explain, *sql.Noop, *sql.ShowPartitions:
+	case *sql.Show, *sql.Describe, *sql.Explain, *sql.Noop, *sql.ShowPartitions, *sql.ShowCreate:
 	default:
 		// Everything else reads or writes Kafka: fail fast while it is
 		// out of reach, rather than hang.
@@ -255,6 +255,8 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.show(st)
 	case *sql.Describe:
 		return s.describe(st)
+	case *sql.ShowCreate:
+		return s.showCreate(st)
 	case *sql.ShowPartitions:
 		return s.showPartitions(ctx, st)
 	case *sql.ShowTasks:
@@ -305,6 +307,8 @@ func (s *Server) columnsOf(stmt sql.Statement, text string) ([]pgwire.Column, er
 		return showColumns(st.What), nil
 	case *sql.Describe:
 		return textColumns("column_name", "data_type", "detail"), nil
+	case *sql.ShowCreate:
+		return textColumns("name", "create_sql"), nil
 	case *sql.ShowPartitions:
 		return showPartitionsColumns(), nil
 	case *sql.ShowTasks:

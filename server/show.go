@@ -163,6 +163,29 @@ func (s *Server) describe(st *sql.Describe) (*pgwire.Result, error) {
 	return res, nil
 }
 
+// showCreate runs SHOW CREATE STREAM|SOURCE name: the statement the
+// catalog holds for it, which re-creates it as it is now (a source's
+// record is rewritten by each ALTER SOURCE into the CREATE it amounts to).
+func (s *Server) showCreate(st *sql.ShowCreate) (*pgwire.Result, error) {
+	var text string
+	if st.Kind == "SOURCE" {
+		if src, ok := s.cat.Source(st.Name); ok {
+			text = src.SQL
+		}
+	} else if def, ok := s.cat.Stream(st.Name); ok {
+		text = def.SQL
+	}
+	if text == "" {
+		if _, other := s.cat.Relation(st.Name); other {
+			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s", st.Name, strings.ToLower(st.Kind)).
+				WithHint("use SHOW CREATE %s", otherKind(st.Kind))
+		}
+		return nil, &catalog.ErrNotFound{Name: st.Name}
+	}
+	text = strings.TrimRight(strings.TrimSpace(text), ";")
+	return &pgwire.Result{Columns: textColumns("name", "create_sql"), Rows: [][]any{{st.Name, text}}, Tag: "SHOW"}, nil
+}
+
 func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 	var lines []string
 	switch inner := st.Stmt.(type) {

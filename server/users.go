@@ -45,7 +45,7 @@ func (s *Server) isAdmin(user string) bool {
 // admins'.
 func (s *Server) authorize(user string, stmt sql.Statement) error {
 	switch st := stmt.(type) {
-	case *sql.Select, *sql.Show, *sql.ShowPartitions, *sql.ShowTasks, *sql.Describe, *sql.Explain, *sql.Noop, *sql.Flush,
+	case *sql.Select, *sql.Show, *sql.ShowCreate, *sql.ShowPartitions, *sql.ShowTasks, *sql.Describe, *sql.Explain, *sql.Noop, *sql.Flush,
 		*sql.Subscribe, *sql.CopyOut, *sql.DeclareCursor, *sql.Fetch, *sql.CloseCursor:
 		return nil
 	case *sql.AlterUser:

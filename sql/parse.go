@@ -193,6 +193,8 @@ func (p *stmtParser) statement() (Statement, error) {
 				return nil, err
 			}
 			return &ShowPartitions{Stream: name}, p.atEnd()
+		case p.accept("CREATE"):
+			return p.showCreate()
 		case p.accept("TASKS"):
 			name, err := p.ident()
 			if err != nil {
@@ -591,4 +593,30 @@ func FindPos(src, name string) int {
 		}
 	}
 	return 0
+}
+
+// showCreate parses the rest of SHOW CREATE STREAM|SOURCE|TABLE|MATERIALIZED
+// VIEW name (TABLE and MATERIALIZED VIEW name a source and a stream, as
+// DROP reads them).
+func (p *stmtParser) showCreate() (Statement, error) {
+	k := p.next()
+	var kind string
+	switch strings.ToUpper(k.Text) {
+	case "STREAM":
+		kind = "STREAM"
+	case "SOURCE", "TABLE":
+		kind = "SOURCE"
+	case "MATERIALIZED":
+		if err := p.expect("VIEW"); err != nil {
+			return nil, err
+		}
+		kind = "STREAM"
+	default:
+		return nil, p.errAt(k, "expected STREAM or SOURCE after SHOW CREATE")
+	}
+	name, err := p.ident()
+	if err != nil {
+		return nil, err
+	}
+	return &ShowCreate{Kind: kind, Name: name}, p.atEnd()
 }

@@ -77,6 +77,13 @@ type ShowPartitions struct{ Stream string }
 // process of the app that runs its task.
 type ShowTasks struct{ Stream string }
 
+// ShowCreate is SHOW CREATE STREAM|SOURCE name: the statement that
+// re-creates the relation as it is now.
+type ShowCreate struct {
+	Kind string // "STREAM" or "SOURCE"
+	Name string
+}
+
 // Describe is DESCRIBE name.
 type Describe struct{ Name string }
 
@@ -128,6 +135,7 @@ func (*CreateStream) statement()   {}
 func (*Insert) statement()         {}
 func (*Select) statement()         {}
 func (*Flush) statement()          {}
+func (*ShowCreate) statement()     {}
 func (*Show) statement()           {}
 func (*Describe) statement()       {}
 func (*ShowPartitions) statement() {}
