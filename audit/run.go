@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -107,7 +108,22 @@ func Main(name string, args []string, defaults Defaults) int {
 	fs.BoolVar(&o.midFlush, "flush-during-faults", false, "with -nodes > 1: also FLUSH on another node while a fault stops one, input still arriving (FLUSH declares the input complete so far: rows that arrive after it behind the highest watermark are late, so panes can come out short)")
 	fs.StringVar(&o.upgradeFrom, "upgrade-from", "", "a rolling upgrade: every node starts on this binary (the previous release, make build-prev) and is upgraded to -bin one node at a time during the run (clean stop, restart on -bin, wait until it owns tasks again), the other faults going on")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 0, "the servers' --session-timeout (0: their default); with -nodes > 1 a SIGKILLed node stays down longer than it, so its tasks move")
-	if err := fs.Parse(args); err != nil {
+	fs.SetOutput(io.Discard) // the flag package would print usage on every error
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Printf(`usage: %s [flags]
+
+Runs a turbinesql server (-bin) on a broker of its own (or -brokers), feeds it
+input while it SIGKILLs (or stops) the server -kills times, and checks every
+pane of every audited stream (local, repartition, combine; tumbling, hopping,
+session) against an independent computation of the same input: a missing,
+wrong or (exactly-once) duplicated pane fails the audit, exit 1.
+
+`, name)
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n(%s -h lists the flags)\n", name, err, name)
 		return 2
 	}
 	switch o.guarantee {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
@@ -44,6 +45,14 @@ func (s Sources) Of(name string) string {
 // path is the value of the flag configFlag (itself taken from the command
 // line or the environment). It returns flag.ErrHelp for -h/--help.
 func Load(fs *flag.FlagSet, args []string, getenv func(string) (string, bool), configFlag string) (Sources, error) {
+	// While values are read, a refused one says what the flag accepts
+	// (the flag package's own error is only "parse error").
+	fs.VisitAll(func(f *flag.Flag) { f.Value = describe(f.Value) })
+	defer fs.VisitAll(func(f *flag.Flag) {
+		if d, ok := f.Value.(interface{ unwrap() flag.Value }); ok {
+			f.Value = d.unwrap()
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -179,4 +188,59 @@ func flagNames(fs *flag.FlagSet, skip string) string {
 	})
 	sort.Strings(names)
 	return strings.Join(names, ", ")
+}
+
+// described is a flag's value whose Set, when it refuses a value, names
+// the forms the flag accepts.
+type described struct {
+	flag.Value
+	forms string
+}
+
+func (d *described) Set(v string) error {
+	if err := d.Value.Set(v); err != nil {
+		return fmt.Errorf("%q is not %s", v, d.forms)
+	}
+	return nil
+}
+
+// String is safe on the zero value, which the flag package makes to tell
+// a flag's default from its zero.
+func (d *described) String() string {
+	if d == nil || d.Value == nil {
+		return ""
+	}
+	return d.Value.String()
+}
+
+func (d *described) unwrap() flag.Value { return d.Value }
+
+// describedBool keeps a boolean flag's -name (no value) form.
+type describedBool struct{ *described }
+
+func (describedBool) IsBoolFlag() bool { return true }
+
+func (d describedBool) unwrap() flag.Value { return d.described.Value }
+
+// describe wraps the values of the flag package's own kinds; other values
+// already say what they accept.
+func describe(v flag.Value) flag.Value {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return v
+	}
+	var forms string
+	switch g.Get().(type) {
+	case bool:
+		return describedBool{&described{Value: v, forms: "a boolean: true or false (also 1, 0, t, f)"}}
+	case int, int64, uint, uint64:
+		forms = "a whole number, e.g. 64"
+	case float64:
+		forms = "a number, e.g. 1.5"
+	case time.Duration:
+		forms = "a duration: a number with a unit, e.g. 500ms, 30s, 2m or 1h30m"
+	default:
+		return v
+	}
+	return &described{Value: v, forms: forms}
 }

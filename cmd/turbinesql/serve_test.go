@@ -22,6 +22,30 @@ func TestHelpExitsZero(t *testing.T) {
 			t.Errorf("%v: no usage on stdout: %q", args, out.String())
 		}
 	}
+	// Every subcommand: -h prints its usage line and its flags, exit 0.
+	for _, tc := range []struct{ cmd, flag string }{
+		{"serve", "-pg-addr"}, {"rescale", "-to"}, {"size", "-peak-events-per-sec"}, {"skew", "-key-field"},
+	} {
+		for _, h := range []string{"-h", "--help"} {
+			var out, errOut bytes.Buffer
+			if code := run([]string{tc.cmd, h}, &out, &errOut, noEnv); code != 0 {
+				t.Errorf("%s %s: exit %d (%s)", tc.cmd, h, code, errOut.String())
+			}
+			all := out.String() + errOut.String()
+			if !strings.Contains(all, "usage: turbinesql "+tc.cmd) || !strings.Contains(all, tc.flag) {
+				t.Errorf("%s %s: no usage line naming its flags: %q", tc.cmd, h, all)
+			}
+		}
+	}
+	if code := run([]string{"audit", "-h"}, &bytes.Buffer{}, &bytes.Buffer{}, noEnv); code != 0 {
+		t.Errorf("audit -h: exit %d", code)
+	}
+	for _, args := range [][]string{{"size", "--frob"}, {"skew", "--frob"}, {"audit", "--frob"}} {
+		var errOut bytes.Buffer
+		if code := run(args, &bytes.Buffer{}, &errOut, noEnv); code != 2 {
+			t.Errorf("%v: exit %d, want 2 for a flag it does not know (%s)", args, code, errOut.String())
+		}
+	}
 	var out bytes.Buffer
 	run([]string{"serve", "--help"}, &out, &out, noEnv)
 	for _, f := range []string{"-auth", "-tls-required", "-kafka-sasl-mechanism", "-kafka-tls-ca", "-config", "-log-format", "flag > environment > config file"} {
@@ -43,7 +67,9 @@ func TestBadConfigRefused(t *testing.T) {
 		{nil, map[string]string{"TURBINE_LOG_LEVEL": "loud"}, `log-level "loud" (from environment TURBINE_LOG_LEVEL) is not valid: accepted values are debug, info, warn, error`},
 		{[]string{"--kafka-sasl-mechanism", "GSSAPI"}, nil, `accepted values are "" (none), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
 		{[]string{"--password-file", "/nonexistent/pw"}, nil, "password-file (from flag --password-file)"},
-		{[]string{"--commit-interval", "often"}, nil, "often"},
+		{[]string{"--commit-interval", "often"}, nil, `"often" is not a duration: a number with a unit, e.g. 500ms, 30s, 2m or 1h30m`},
+		{nil, map[string]string{"TURBINE_STATE_CACHE_MB": "lots"}, `state-cache-mb (from environment TURBINE_STATE_CACHE_MB): "lots" is not a whole number`},
+		{nil, map[string]string{"TURBINE_KAFKA_TLS": "maybe"}, `kafka-tls (from environment TURBINE_KAFKA_TLS): "maybe" is not a boolean: true or false`},
 		{[]string{"--state-cache-mb", "-1"}, nil, "--state-cache-mb -1: want a size in MB, or 0 for unlimited"},
 		{nil, map[string]string{"TURBINESQL_STATE_MIN_RUN_PARTIALS": "0"}, `TURBINESQL_STATE_MIN_RUN_PARTIALS="0": want a count of 1 or more`},
 		{nil, map[string]string{"TURBINESQL_STATE_MAX_WINDOW_RUNS": "none"}, `TURBINESQL_STATE_MAX_WINDOW_RUNS="none": want a count of 1 or more`},

@@ -24,7 +24,11 @@ func size(args []string, out io.Writer) error {
 	consumers := fs.Int64("target-consumers", 0, "the most consumers the group will run [required]")
 	ceiling := fs.Float64("per-partition-mb-s", sizing.DefaultPerPartitionMBs, "MiB/s one partition and its consumer absorb")
 	headroom := fs.Float64("headroom", sizing.DefaultHeadroom, "factor over the larger requirement, at least 1")
-	if err := fs.Parse(args); err != nil {
+	if err := parseTool(fs, args, `usage: turbinesql size --peak-events-per-sec N --avg-record-kb N --target-consumers N [flags]
+
+Recommends a partition count for a topic from its peak rate, record size and
+the most consumers its group will run (the calculator of SHOW SIZING), rounded
+up to a count that divides 960 for keyed stateful streams.`, out); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -78,7 +82,12 @@ func skew(args []string, out io.Writer) error {
 	tolerance := fs.Float64("tolerance", sizing.DefaultTolerance, "how far above the mean a partition may carry before it is hot")
 	sample := fs.Int("sample", sizing.DefaultSample, "how many records to sample, the last of each partition")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseTool(fs, args, `usage: turbinesql skew --brokers B --topic T --key-field F[,F...] [flags]
+
+Samples a topic's records on any Kafka cluster and reports how the key (fields
+of each JSON value) spreads over the partitions under murmur2, for the topic's
+count or --partitions: mean, peak-to-mean ratio and hot partitions (SHOW SKEW,
+before any source exists).`, out); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -210,14 +219,44 @@ func jsonKey(value []byte, fields []string) (key []byte, ok bool) {
 	return key, true
 }
 
-// runTool runs a tool command and exits non-zero on failure.
+// runTool runs a tool command and exits non-zero on failure: 2 for a
+// command line it cannot read, 1 for a failure of the work.
 func runTool(name string, fn func([]string, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	if err := fn(args, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "turbinesql %s: %v\n", name, err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "(turbinesql %s -h lists the flags)\n", name)
+			return 2
+		}
 		return 1
 	}
 	return 0
+}
+
+// usageError is a command line the flag package refused.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// parseTool parses a tool's flags. -h (or --help) prints usage (the usage
+// line and what the tool does) and the flags to out and returns
+// flag.ErrHelp, which the caller's exit code turns into 0.
+func parseTool(fs *flag.FlagSet, args []string, usage string, out io.Writer) error {
+	fs.SetOutput(io.Discard) // the flag package would print usage on every error
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(out, usage)
+		fmt.Fprintln(out)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return usageError{err}
+	}
+	return nil
 }
