@@ -109,9 +109,8 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 			WithPos(pos).WithHint("a topic only grows; to read fewer partitions, create a new topic and a source on it")
 	}
 	if err := state.CheckDivisor(src.Topic, m, ""); err != nil && !s.cfg.AllowNonDivisor {
-		below, above := state.NearestValid(m)
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions = %d does not divide 960: keyed state on topic %q could never be rescaled again", m, src.Topic).
-			WithPos(pos).WithHint("choose a count that divides 960 (closest: %s), or start the server with TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1", closestText(below, above))
+			WithPos(pos).WithHint("choose a count that divides 960 (closest: %s), or start the server with TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1", state.ClosestValid(m))
 	}
 	if m == have {
 		return nil, nil
@@ -162,17 +161,6 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 // follows its internal topic, which does not grow with the source.
 func movesState(p *planner.Plan) bool {
 	return p.Aggregate && p.Strategy == planner.StrategyLocal
-}
-
-// closestText names the valid counts around an invalid one.
-func closestText(below, above int) string {
-	switch {
-	case below > 0 && above > 0:
-		return fmt.Sprintf("%d and %d", below, above)
-	case below > 0:
-		return fmt.Sprint(below)
-	}
-	return fmt.Sprint(above)
 }
 
 // applySource puts src in place of the source of its name and restarts

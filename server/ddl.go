@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -320,7 +321,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		}
 	}
 	s.streams[def.Name] = r
-	return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+	return &pgwire.Result{Tag: "CREATE STREAM", Notices: s.divisorNotices(r)}, nil
 }
 
 // prepareStream checks a planned stream against its topics and creates
@@ -336,12 +337,9 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 		return spec, sql.Errorf(sql.CodeUndefinedTable, "input topic %q of %s does not exist", p.Input.Topic, p.Input.Name)
 	}
 	spec.nIn = nIn
-	if p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal {
-		if err := state.CheckDivisor(p.Input.Topic, nIn, ""); err != nil {
-			if !s.cfg.AllowNonDivisor {
-				return spec, &sql.Error{Code: sql.CodeInvalidParameter, Message: fmt.Sprintf("stream %s refused: %v", def.Name, err), Err: err}
-			}
-			s.log.Warn("starting on a partition count that does not divide 960 (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)", "stream", def.Name, "detail", err.Error())
+	if localKeyed(p) {
+		if err := s.keyedCount(p.Input.Topic, nIn, "", "stream", def.Name); err != nil {
+			return spec, fmt.Errorf("stream %s refused: %w", def.Name, err)
 		}
 	}
 	outN := def.Partitions
@@ -394,8 +392,8 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 			spec.nCmb = nIn
 		}
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
-		if err := state.CheckDivisor(topic, spec.nCmb, "combine_partitions"); err != nil && !s.cfg.AllowNonDivisor {
-			return spec, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+		if err := s.keyedCount(topic, spec.nCmb, "combine_partitions", "stream", def.Name); err != nil {
+			return spec, err
 		}
 		have, err := s.kafka.EnsureTopic(ctx, topic, spec.nCmb, nil)
 		if err != nil {
@@ -407,6 +405,61 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 		}
 	}
 	return spec, nil
+}
+
+// localKeyed reports whether a plan keeps keyed state per partition of
+// its input topic: a local aggregation on the input's partition key.
+func localKeyed(p *planner.Plan) bool {
+	return p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal
+}
+
+// keyedCount checks the partition count n of a topic whose partitions
+// own keyed state: a local stream's input, a repartition or a combine
+// topic (option names what sets an internal topic's count). A count that
+// does not divide 960 is refused (22023) unless the server runs with
+// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1; then it is logged as a warning
+// with attrs (the stream, or the hop), naming the topic, the count, the
+// closest valid counts and what to set. Every start creates the catalog's
+// streams and hops again through this check, so the warning repeats at
+// each start next to each topic concerned, as the seed asks.
+func (s *Server) keyedCount(topic string, n int, option string, attrs ...any) error {
+	err := state.CheckDivisor(topic, n, option)
+	var de *state.DivisorError
+	if !errors.As(err, &de) {
+		return nil
+	}
+	if !s.cfg.AllowNonDivisor {
+		return &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+	}
+	s.log.Warn("keyed state on a partition count that does not divide 960 can never be rescaled (started anyway: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)",
+		append(attrs, "topic", topic, "partitions", n, "closest_valid", state.ClosestValid(n), "fix", de.Remedy())...)
+	return nil
+}
+
+// divisorNotices warns the client creating a stream of each topic its
+// keyed state lives on whose count does not divide 960 (only possible
+// under TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1, keyedCount refuses it
+// otherwise): the input of a local aggregation, the repartition topic it
+// reads (a hop it shares may run on a count it did not ask for), its
+// combine topic.
+func (s *Server) divisorNotices(r *stream) []pgwire.Notice {
+	p, spec := r.plan, r.spec
+	var err error
+	switch {
+	case localKeyed(p):
+		err = state.CheckDivisor(p.Input.Topic, spec.nIn, "")
+	case p.Strategy == planner.StrategyRepartition && r.hop != nil:
+		err = state.CheckDivisor(r.hop.topic, r.hop.outN, "repartition_partitions")
+	case p.Strategy == planner.StrategyCombine:
+		err = state.CheckDivisor(combineTopic(s.cfg.AppID, p.Input.Topic, r.def.Name), spec.nCmb, "combine_partitions")
+	}
+	var de *state.DivisorError
+	if !errors.As(err, &de) {
+		return nil
+	}
+	return []pgwire.Notice{{Severity: "WARNING", Message: de.Warning(),
+		Detail: "TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 let the stream start; each start of the server logs this warning again",
+		Hint:   de.Remedy() + " before the stream holds state worth keeping"}}
 }
 
 // dropStreamState deletes the state of a stream's stages.

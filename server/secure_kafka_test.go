@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -35,11 +36,14 @@ func TestSecuredBroker(t *testing.T) {
 		"no TLS":         {SASLMechanism: kafkaio.MechSCRAMSHA256, SASLUser: "engine", SASLPassword: "k4fka-secret"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		_, err := Start(ctx, Config{DataDir: t.TempDir(), PGAddr: "127.0.0.1:0", Brokers: cluster.ListenAddrs(), Kafka: conn,
+		_, err := Start(ctx, Config{DataDir: t.TempDir(), PGAddr: "127.0.0.1:0", Brokers: cluster.ListenAddrs(), Kafka: conn, AppID: "sec",
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		cancel()
 		if err == nil {
 			t.Fatalf("%s: started against a SASL/TLS broker", name)
+		}
+		if errors.Is(err, ErrAppIDRequired) {
+			t.Fatalf("%s: refused for its app id, not its credentials: %v", name, err)
 		}
 		t.Logf("%s: refused: %v", name, err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/purge"
+	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
 )
 
@@ -257,14 +258,54 @@ type Server struct {
 	purgedRecords *prometheus.CounterVec
 }
 
+// DefaultAppID is the app id of a server on its embedded broker. That
+// broker is the server's own, so no other deployment can share the id.
+const DefaultAppID = "turbinesql"
+
+// ErrAppIDRequired refuses a start against outside brokers without an app
+// id. The id names everything an app shares through Kafka: its catalog
+// topic, hop, changelog and control topics, consumer groups and
+// transactional ids. Were it defaulted there, two unrelated deployments on
+// one cluster would silently become one app: each would run the other's
+// streams from the shared catalog, read and purge its hops, and fence its
+// exactly-once transactions. A server that ran before the id was required
+// had the default: the message says how to keep it.
+var ErrAppIDRequired = errors.New("an app id is required with --brokers: set --app-id (or TURBINE_APP_ID, or app-id in the --config file) " +
+	"to a name for this deployment, the same on each of its servers and different from any other deployment on the cluster " +
+	"(two deployments with one app id share their catalog, hop and changelog topics and fence each other's exactly-once transactions); " +
+	"a deployment that ran without one used the id " + DefaultAppID + ": start it with --app-id " + DefaultAppID + " to keep its streams and state")
+
+// AppIDOf is the app id a server started with cfg runs under: cfg.AppID,
+// else DefaultAppID on the embedded broker. Against outside brokers
+// (cfg.Brokers) an empty one is ErrAppIDRequired. An id that cannot be
+// part of a Kafka topic name is refused, naming the character.
+func AppIDOf(cfg Config) (string, error) {
+	id := cfg.AppID
+	if id == "" {
+		if len(cfg.Brokers) > 0 {
+			return "", ErrAppIDRequired
+		}
+		id = DefaultAppID
+	}
+	if err := shuffle.ValidateTopicName(catalogTopic(id)); err != nil {
+		return "", fmt.Errorf("app id %q cannot name the app's Kafka topics (%s, ...): %w", id, catalogTopic(id), err)
+	}
+	return id, nil
+}
+
+// catalogTopic is the compacted topic holding app id's catalog.
+func catalogTopic(appID string) string { return "turbine-" + appID + "-catalog" }
+
 // Start brings up every component and resumes every stream of the catalog.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AppID == "" {
-		cfg.AppID = "turbinesql"
+	appID, err := AppIDOf(cfg)
+	if err != nil {
+		return nil, err
 	}
+	cfg.AppID = appID
 	if cfg.Auth == "" {
 		cfg.Auth = AuthTrust
 	}
@@ -336,7 +377,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s.clog = &catalogLog{k: k, topic: "turbine-" + cfg.AppID + "-catalog", node: s.nodeID}
+	s.clog = &catalogLog{k: k, topic: catalogTopic(cfg.AppID), node: s.nodeID}
 	s.cat = catalog.New(s.clog)
 	s.brokerGauge = newBrokerGauge(reg)
 	s.subscriptions = newSubscriptionsGauge(reg)

@@ -17,7 +17,6 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
-	"github.com/turbinesql/turbinesql/state"
 )
 
 // This file composes running streams out of dataflow stages; the runtime
@@ -552,8 +551,8 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		h.refs++
 		return h, nil
 	}
-	if err := state.CheckDivisor(topic, nOut, "repartition_partitions"); err != nil && !s.cfg.AllowNonDivisor {
-		return nil, &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+	if err := s.keyedCount(topic, nOut, "repartition_partitions", "hop_source", src.Topic, "by", column); err != nil {
+		return nil, err
 	}
 	have, err := s.kafka.EnsureTopic(ctx, topic, nOut, s.sizedLike(ctx, src.Topic))
 	if err != nil {

@@ -56,22 +56,38 @@ type DivisorError struct {
 }
 
 func (e *DivisorError) Error() string {
-	below, above := NearestValid(e.Count)
-	closest := ""
+	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state could never be rescaled (closest valid counts: %s); %s, or set TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 to start anyway",
+		e.Topic, e.Count, ClosestValid(e.Count), e.Remedy())
+}
+
+// Warning says the same of a start that goes ahead anyway
+// (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1); Remedy is the way back.
+func (e *DivisorError) Warning() string {
+	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state on it can never be rescaled (closest valid counts: %s)",
+		e.Topic, e.Count, ClosestValid(e.Count))
+}
+
+// Remedy says how to reach a valid count: the option that sets an
+// internal topic's count, else a new topic.
+func (e *DivisorError) Remedy() string {
+	if e.Option != "" {
+		return "set " + e.Option + " to a valid count"
+	}
+	return "recreate the topic with a valid count"
+}
+
+// ClosestValid names the valid counts nearest n: "8 and 10", or the one
+// there is when n is beyond every valid count.
+func ClosestValid(n int) string {
+	below, above := NearestValid(n)
 	switch {
 	case below > 0 && above > 0:
-		closest = fmt.Sprintf("%d and %d", below, above)
+		return fmt.Sprintf("%d and %d", below, above)
 	case below > 0:
-		closest = fmt.Sprint(below)
+		return fmt.Sprint(below)
 	default:
-		closest = fmt.Sprint(above)
+		return fmt.Sprint(above)
 	}
-	how := "recreate the topic with a valid count"
-	if e.Option != "" {
-		how = "set " + e.Option + " to a valid count"
-	}
-	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state could never be rescaled (closest valid counts: %s); %s, or set TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 to start anyway",
-		e.Topic, e.Count, closest, how)
 }
 
 // CheckDivisor returns a *DivisorError when n does not divide 960.

@@ -25,7 +25,10 @@ func rescaleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("rescale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokers := fs.String("brokers", "", "comma-separated Kafka bootstrap brokers of the app [required]")
-	app := fs.String("app-id", "turbinesql", "the app id its servers run with (serve --app-id)")
+	// No default: the servers of an app on an outside cluster run with an
+	// explicit id (serve refuses to start without one), and a default here
+	// could name another deployment's app.
+	app := fs.String("app-id", "", "the app id its servers run with (serve --app-id) [required]")
 	to := fs.Int("to", 0, "the partition count to rescale to; must divide 960 [required]")
 	// The same Kafka connection flags as serve's.
 	var conn kafkaio.Conn
@@ -41,7 +44,7 @@ func rescaleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.Var(&dirs, "data-dir", "a node's data dir (serve --data-dir); repeat for each node")
 	fs.Var(&streams, "stream", "rescale only this stream; repeatable (default: every keyed stateful stream)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: turbinesql rescale --brokers B [--app-id A] --to M [--data-dir D ...] [--stream S ...] [--kafka-* ...]
+		fmt.Fprintln(stderr, `usage: turbinesql rescale --brokers B --app-id A --to M [--data-dir D ...] [--stream S ...] [--kafka-* ...]
 
 Moves the keyed state of a stopped app's streams from their partition count
 to M, whole key groups at a time, in each stream's changelog; the input topic
@@ -54,7 +57,7 @@ grows to M if it has fewer partitions. Stop every server of the app first.`)
 		}
 		return 2
 	}
-	if *brokers == "" || *to == 0 || fs.NArg() > 0 {
+	if *brokers == "" || *app == "" || *to == 0 || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}

@@ -59,7 +59,8 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9464", "HTTP listen address (/metrics, /healthz, /readyz)")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated Kafka bootstrap brokers; empty runs the embedded broker")
 	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:19092", "listen address of the embedded broker")
-	fs.StringVar(&f.appID, "app-id", "turbinesql", "application id: names internal topics and the catalog topic")
+	fs.StringVar(&f.appID, "app-id", "", "application id: names the catalog, internal topics, consumer groups and transactional ids; "+
+		"required with --brokers (one per deployment, the same on each of its servers); "+server.DefaultAppID+" on the embedded broker")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&f.commitEvery, "commit-interval", server.DefaultCommitInterval,
@@ -251,6 +252,11 @@ func (f *serveFlags) load(args []string, getenv func(string) (string, bool), log
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.Brokers = append(cfg.Brokers, b)
 		}
+	}
+	// Checked here as well as by Start, so a missing or malformed id is a
+	// usage error (exit 2) before anything opens.
+	if _, err := server.AppIDOf(cfg); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
