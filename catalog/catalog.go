@@ -106,7 +106,15 @@ type Stream struct {
 	// reads, as its catalog record says (empty: not a repartition stream,
 	// or one created before hops had generations, which reads the first).
 	Hop string `json:",omitempty"`
-	SQL string
+	// Start is where the stream's output begins in its topic: the topic's
+	// log end offsets at CREATE, before the stream wrote anything. Every
+	// reader of the stream (SELECT, SUBSCRIBE, a stream reading it) starts
+	// there, so a topic that held records already (an earlier stream's of
+	// the same name, an outside producer's) shows only this stream's
+	// output. nil (a fresh topic, or a record written before Start was
+	// recorded): the whole topic.
+	Start Offsets `json:",omitempty"`
+	SQL   string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -137,6 +145,10 @@ type Relation struct {
 	Watermark    *Watermark
 	Source       *Source // nil for streams
 	Stream       *Stream // nil for sources
+	// From is the first offset of each partition of Topic that belongs to
+	// the relation (a stream's Start); nil: the whole topic. Every reader
+	// of the relation starts there.
+	From Offsets
 }
 
 // Log persists catalog changes, each as one record of the object's key.
@@ -185,6 +197,9 @@ type Change struct {
 	// Hop is the repartition topic generation a stream reads (empty: not
 	// a repartition stream).
 	Hop string
+	// Start is a stream's output start (Stream.Start; nil: its whole
+	// topic).
+	Start Offsets
 }
 
 // Catalog is the set of declared objects. Safe for concurrent use.
@@ -280,7 +295,7 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop}); err != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}
@@ -365,7 +380,7 @@ func (c *Catalog) Relation(name string) (*Relation, bool) {
 	}
 	if s, ok := c.streams[name]; ok {
 		return &Relation{Name: s.Name, Kind: KindStream, Schema: s.Schema, Topic: s.Topic,
-			PartitionKey: s.KeyColumn, Watermark: s.Watermark, Stream: s}, true
+			PartitionKey: s.KeyColumn, Watermark: s.Watermark, Stream: s, From: s.Start}, true
 	}
 	return nil, false
 }

@@ -296,24 +296,31 @@ func (k *Client) ProduceOne(ctx context.Context, rec *kgo.Record) error {
 // time of the call and hands each record to fn, in partition then offset
 // order.
 func (k *Client) ReadAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
-	return k.ReadTail(ctx, topic, -1, fn)
+	return k.ReadFrom(ctx, topic, nil, fn)
+}
+
+// ReadFrom is ReadAll from offset from[p] of each partition p (the log's
+// start where that is later, or from holds no offset of p).
+func (k *Client) ReadFrom(ctx context.Context, topic string, from map[int32]int64, fn func(*kgo.Record) error) error {
+	_, err := k.readTail(ctx, topic, from, -1, fn)
+	return err
 }
 
 // ReadAllEnds is ReadAll that also returns where it stopped on each
 // partition, for a reader that follows the topic from there (NewTailAt)
 // without seeing a record twice or missing one.
 func (k *Client) ReadAllEnds(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
-	return k.readTail(ctx, topic, -1, fn)
+	return k.readTail(ctx, topic, nil, -1, fn)
 }
 
-// ReadTail is readAll limited to the last `last` records of each partition
-// (last < 0: all of them), as they are now.
-func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
-	_, err := k.readTail(ctx, topic, last, fn)
+// ReadTail is ReadFrom limited to the last `last` records of each
+// partition (last < 0: all of them), as they are now.
+func (k *Client) ReadTail(ctx context.Context, topic string, from map[int32]int64, last int64, fn func(*kgo.Record) error) error {
+	_, err := k.readTail(ctx, topic, from, last, fn)
 	return err
 }
 
-func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (k *Client) readTail(ctx context.Context, topic string, from map[int32]int64, last int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	ends, err := k.EndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -329,6 +336,7 @@ func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func
 		if so, ok := starts.Lookup(topic, p); ok {
 			start = so.Offset
 		}
+		start = max(start, from[p])
 		if last >= 0 && end-last > start {
 			start = end - last
 		}
