@@ -200,6 +200,11 @@ type Change struct {
 	// Start is a stream's output start (Stream.Start; nil: its whole
 	// topic).
 	Start Offsets
+	// DeleteTopic, on a stream's drop (DROP STREAM ... DELETE TOPIC): its
+	// writer deletes the stream's topics once every node has stopped it;
+	// the others forget what their clients knew of them, so a topic
+	// created again under the name is not taken for the old one.
+	DeleteTopic bool
 }
 
 // Catalog is the set of declared objects. Safe for concurrent use.
@@ -306,6 +311,17 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 // Drop removes a source or stream. A source or stream that streams read
 // cannot be dropped.
 func (c *Catalog) Drop(kind Kind, name string) error {
+	return c.drop(Change{Kind: kind, Name: name, Op: OpDrop})
+}
+
+// DropStreamDeletingTopic is Drop of stream name whose record says its
+// topics are deleted with it (Change.DeleteTopic).
+func (c *Catalog) DropStreamDeletingTopic(name string) error {
+	return c.drop(Change{Kind: KindStream, Name: name, Op: OpDrop, DeleteTopic: true})
+}
+
+func (c *Catalog) drop(ch Change) error {
+	kind, name := ch.Kind, ch.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch kind {
@@ -329,7 +345,7 @@ func (c *Catalog) Drop(kind Kind, name string) error {
 		return &ErrInUse{Name: name, Readers: readers}
 	}
 	if c.log != nil {
-		if err := c.log.Write(Change{Kind: kind, Name: name, Op: OpDrop}); err != nil {
+		if err := c.log.Write(ch); err != nil {
 			return fmt.Errorf("persist drop of %s: %w", name, err)
 		}
 	}

@@ -498,8 +498,18 @@ func (k *Client) DeleteTopics(ctx context.Context, topics ...string) error {
 			}
 		}
 	}
+	// The client keeps what it knew of them (a produced-to topic's id):
+	// a topic created again under the name is a new one to it.
+	k.Forget(topics...)
 	return nil
 }
+
+// Forget drops what the shared client knows of topics (their ids and
+// partitions, for producing and consuming), so that a topic deleted and
+// created again under the same name, by this process or another, is looked
+// up afresh instead of failing with UNKNOWN_TOPIC_ID. Nothing may be
+// producing to them through this client: buffered records are failed.
+func (k *Client) Forget(topics ...string) { k.cl.PurgeTopicsFromClient(topics...) }
 
 // EnsureCompacted creates compacted topic with n partitions, or grows it
 // to n (a changelog follows its input's partition count).

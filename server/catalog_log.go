@@ -35,6 +35,8 @@ import (
 //	turbine.start      a stream's output start: "partition:offset" pairs,
 //	                   comma-separated, partitions at 0 left out
 //	                   (catalog.Offsets); none: the whole topic
+//	turbine.delete.topic  on a stream's drop: "true" when DELETE TOPIC
+//	                   deletes its topics (the other nodes forget them)
 //
 // A record keyed "run/{stream}" with op "stop" or "start" (value
 // "stopped" or "started") is a stream's last ALTER STREAM ... STOP or
@@ -91,6 +93,7 @@ const (
 	hdrUndoes   = "turbine.undoes"
 	hdrHop      = "turbine.hop"
 	hdrStart    = "turbine.start"
+	hdrDelete   = "turbine.delete.topic"
 )
 
 type catalogEntry struct {
@@ -161,6 +164,9 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 	if start := c.Start.String(); start != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrStart, Value: []byte(start)})
 	}
+	if c.DeleteTopic {
+		hs = append(hs, kafkaio.Header{Key: hdrDelete, Value: []byte("true")})
+	}
 	if undoes != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
 	}
@@ -230,6 +236,8 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 			rec.Hop = v
 		case hdrStart:
 			start = v
+		case hdrDelete:
+			rec.DeleteTopic = v == "true"
 		}
 	}
 	// Versions are integers; one this release cannot parse is no more

@@ -471,24 +471,29 @@ func (s *Server) dropStreamState(name string, p *planner.Plan) error {
 }
 
 // dropStreamGroups deletes a stream's consumer groups (its final stage's,
-// and its combine's pre-aggregation's) and their changelogs: an
-// exactly-once stream takes the groups' offsets as committed output, and
-// every task restores its state from its changelog, so a new stream of the
-// same name would replay its input silently, or start from the old
-// stream's state.
+// and its combine's pre-aggregation's), their changelogs, and its combine
+// topic: an exactly-once stream takes the groups' offsets as committed
+// output, every task restores its state from its changelog, and a merge
+// stage reads the combine topic from its start, so a new stream of the
+// same name would replay its input silently, start from the old stream's
+// state, or merge the old stream's partials (of other aggregates: "corrupt
+// accumulator encoding"). The topics go only once the groups are gone:
+// no process writes them then.
 func (s *Server) dropStreamGroups(ctx context.Context, name string, p *planner.Plan) error {
 	groups := []string{s.groupName(name)}
+	var topics []string
 	if p != nil && p.Input != nil {
-		groups = append(groups, combineTopic(s.cfg.AppID, p.Input.Topic, name))
+		cmb := combineTopic(s.cfg.AppID, p.Input.Topic, name)
+		groups = append(groups, cmb)
+		topics = append(topics, cmb)
 	}
 	if err := s.kafka.DeleteGroups(ctx, groups...); err != nil {
 		return err
 	}
-	var logs []string
 	for _, g := range groups {
-		logs = append(logs, changelogTopic(g))
+		topics = append(topics, changelogTopic(g))
 	}
-	return s.kafka.DeleteTopics(ctx, logs...)
+	return s.kafka.DeleteTopics(ctx, topics...)
 }
 
 // oldGroupsWait is how long a CREATE STREAM waits for the consumer groups
@@ -565,7 +570,11 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 			return nil, err
 		}
 	}
-	if err := s.cat.Drop(kind, st.Name); err != nil {
+	drop := s.cat.Drop
+	if st.DeleteTopic {
+		drop = func(_ catalog.Kind, name string) error { return s.cat.DropStreamDeletingTopic(name) }
+	}
+	if err := drop(kind, st.Name); err != nil {
 		return nil, err
 	}
 	if _, epoch := s.runOf(st.Name); kind == catalog.KindStream && epoch > 0 {
