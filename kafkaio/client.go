@@ -121,7 +121,16 @@ func (k *Client) TopicNames(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	return td.Names(), nil
+	// A topic this client asked about that does not exist can come back
+	// in the answer with UNKNOWN_TOPIC_OR_PARTITION (the client merges
+	// what it knows): it is no topic of the cluster.
+	var names []string
+	for _, t := range td.Sorted() {
+		if t.Err == nil {
+			names = append(names, t.Topic)
+		}
+	}
+	return names, nil
 }
 
 // MaxRecordBytes is the largest record batch the engine's producer sends.
