@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -177,5 +180,89 @@ func TestStreamDecodeErrorNamesStream(t *testing.T) {
 	}
 	if !strings.Contains(pe.Hint, `stream "dn_s"`) || strings.Contains(pe.Hint, "source") {
 		t.Fatalf("hint %q does not name the stream", pe.Hint)
+	}
+}
+
+// TestCatalogRecordStart: a stream's catalog record carries its output
+// start in turbine.start, written and read back; a record without it (an
+// existing deployment's catalog) loads and means the whole topic; one
+// this release cannot parse is not applied (its object is marked failed)
+// rather than read as "from the start".
+func TestCatalogRecordStart(t *testing.T) {
+	rec := func(hs ...kafkaio.Header) *kafkaio.Record {
+		return &kafkaio.Record{Key: []byte("stream/s"), Value: []byte("CREATE STREAM s AS SELECT k FROM src"), Headers: hs, Offset: 3}
+	}
+	v2 := kafkaio.Header{Key: hdrCatalogV, Value: []byte("2")}
+	old, ok, err := decodeCatalog(rec(v2, kafkaio.Header{Key: hdrOp, Value: []byte("create")}))
+	if !ok || err != nil || old.Start != nil {
+		t.Fatalf("record without a start: %+v %v %v", old.Start, ok, err)
+	}
+	if v1, ok, err := decodeCatalog(rec()); !ok || err != nil || v1.Start != nil {
+		t.Fatalf("version-1 record: %+v %v %v", v1.Start, ok, err)
+	}
+	got, ok, err := decodeCatalog(rec(v2, kafkaio.Header{Key: hdrStart, Value: []byte("0:5,2:9")}))
+	if !ok || err != nil || got.Start.At(0) != 5 || got.Start.At(1) != 0 || got.Start.At(2) != 9 {
+		t.Fatalf("record with a start: %v %v %v", got.Start, ok, err)
+	}
+	if _, ok, err := decodeCatalog(rec(v2, kafkaio.Header{Key: hdrStart, Value: []byte("zero")})); !ok || err == nil {
+		t.Fatalf("malformed start accepted: %v", err)
+	}
+}
+
+// TestDropRecreateAcrossNodes: a stream running on two nodes (each
+// writing its output through its own client) is dropped on one and
+// created again under the name on the other. Without DELETE TOPIC the new
+// stream starts where the topic ended, on both nodes (the start travels
+// in its catalog record); with it, the topic is deleted once both nodes
+// stopped the stream, and the new stream writes a new topic of the name
+// from both nodes (neither takes it for the old one: UNKNOWN_TOPIC_ID).
+func TestDropRecreateAcrossNodes(t *testing.T) {
+	parallel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, start := appNodes(t, 2, "droptopic")
+	a := start(t.TempDir())
+	defer func() { a.Close() }()
+	b := start(t.TempDir())
+	defer func() { b.Close() }()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	cb := connectNotices(ctx, t, b)
+	defer cb.Close(ctx)
+
+	execAll(ctx, t, ca,
+		`CREATE SOURCE xe (k TEXT, v BIGINT) WITH (topic = 'xe', partitions = 2, partition_key = 'k')`,
+		`INSERT INTO xe VALUES ('a', 1), ('b', 2), ('c', 3), ('d', 4)`,
+		`CREATE STREAM xs WITH (topic = 'xs_out') AS SELECT k, v FROM xe`)
+	waitOwned(t, "one partition of xs on each node", func() bool { return owned(a, "xs") == 1 && owned(b, "xs") == 1 })
+	execAll(ctx, t, ca, `FLUSH`)
+	if got := keyCounts(ctx, t, ca, `SELECT k, v FROM xs ORDER BY k`); got != "a=1 b=2 c=3 d=4" {
+		t.Fatalf("first stream: %s", got)
+	}
+
+	for _, round := range []struct {
+		drop string
+		mult int
+	}{{`DROP STREAM xs`, 10}, {`DROP STREAM xs DELETE TOPIC`, 100}} {
+		execAll(ctx, t, ca, round.drop)
+		cb.takeNotices()
+		execAll(ctx, t, cb.Conn, `CREATE STREAM xs WITH (topic = 'xs_out') AS SELECT k, v * `+strconv.Itoa(round.mult)+` AS v FROM xe WHERE v > 1`)
+		ns := cb.takeNotices()
+		if held := len(ns) == 1 && strings.Contains(ns[0].Message, `topic "xs_out" already holds`); held == strings.Contains(round.drop, "DELETE") {
+			t.Errorf("after %s: notices %v", round.drop, ns)
+		}
+		waitOwned(t, "one partition of xs on each node", func() bool { return owned(a, "xs") == 1 && owned(b, "xs") == 1 })
+		execAll(ctx, t, cb.Conn, `INSERT INTO xe VALUES ('e', 5), ('f', 6)`, `FLUSH`)
+		m := round.mult
+		want := fmt.Sprintf("b=%d c=%d d=%d e=%d f=%d", 2*m, 3*m, 4*m, 5*m, 6*m)
+		if round.mult == 100 {
+			// e and f of the first round were read by that stream too.
+			want = fmt.Sprintf("b=%d c=%d d=%d e=%d e=%d f=%d f=%d", 2*m, 3*m, 4*m, 5*m, 5*m, 6*m, 6*m)
+		}
+		for name, conn := range map[string]*pgx.Conn{"a": ca, "b": cb.Conn} {
+			if got := keyCounts(ctx, t, conn, `SELECT k, v FROM xs ORDER BY k, v`); got != want {
+				t.Errorf("after %s, SELECT on %s: %s, want %s", round.drop, name, got, want)
+			}
+		}
 	}
 }
