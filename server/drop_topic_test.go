@@ -266,3 +266,43 @@ func TestDropRecreateAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTopicKeepsSharedHop: DROP STREAM ... DELETE TOPIC deletes a
+// repartition hop's topic only with the last stream reading it; the other
+// stream keeps running on it.
+func TestDeleteTopicKeepsSharedHop(t *testing.T) {
+	parallel(t)
+	ctx, srv, conn := testSession(t, 2*time.Minute)
+	execAll(ctx, t, conn,
+		`CREATE SOURCE sh (k TEXT, g TEXT, v BIGINT) WITH (topic = 'sh', partitions = 2, partition_key = 'k')`,
+		`CREATE STREAM sh_n WITH (topic = 'sh_n', strategy = 'repartition') AS SELECT g, COUNT(*) AS n FROM sh GROUP BY g`,
+		`CREATE STREAM sh_s WITH (topic = 'sh_s', strategy = 'repartition') AS SELECT g, SUM(v) AS n FROM sh GROUP BY g`,
+		`INSERT INTO sh VALUES ('a', 'x', 1), ('b', 'x', 2), ('c', 'y', 3)`, `FLUSH`,
+	)
+	srv.mu.Lock()
+	hop := srv.hopTopic(nil, srv.streams["sh_n"].plan)
+	shared := srv.streams["sh_s"].hop != nil && srv.streams["sh_s"].hop.topic == hop
+	srv.mu.Unlock()
+	if !shared {
+		t.Fatalf("the streams do not share hop %s", hop)
+	}
+	execAll(ctx, t, conn, `DROP STREAM sh_n DELETE TOPIC`)
+	have := stateOf(ctx, t, srv).topics
+	if slices.Contains(have, "sh_n") || !slices.Contains(have, hop) || !slices.Contains(have, "sh_s") {
+		t.Fatalf("after dropping one reader of the hop: topics %v", have)
+	}
+	execAll(ctx, t, conn, `INSERT INTO sh VALUES ('d', 'y', 4)`, `FLUSH`)
+	if got := keyCounts(ctx, t, conn, `SELECT g, n FROM sh_s ORDER BY g`); got != "x=3 y=7" {
+		t.Fatalf("the other reader of the hop: %s", got)
+	}
+	execAll(ctx, t, conn, `DROP STREAM sh_s DELETE TOPIC`)
+	have = stateOf(ctx, t, srv).topics
+	for _, topic := range []string{"sh_s", hop, changelogTopic(hop), changelogTopic(srv.groupName("sh_s"))} {
+		if slices.Contains(have, topic) {
+			t.Errorf("topic %s still there after its last reader's DROP ... DELETE TOPIC", topic)
+		}
+	}
+	if !slices.Contains(have, "sh") {
+		t.Errorf("the source's topic went: %v", have)
+	}
+}
