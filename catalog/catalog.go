@@ -106,7 +106,15 @@ type Stream struct {
 	// reads, as its catalog record says (empty: not a repartition stream,
 	// or one created before hops had generations, which reads the first).
 	Hop string `json:",omitempty"`
-	SQL string
+	// Start is where the stream's output begins in its topic: the topic's
+	// log end offsets at CREATE, before the stream wrote anything. Every
+	// reader of the stream (SELECT, SUBSCRIBE, a stream reading it) starts
+	// there, so a topic that held records already (an earlier stream's of
+	// the same name, an outside producer's) shows only this stream's
+	// output. nil (a fresh topic, or a record written before Start was
+	// recorded): the whole topic.
+	Start Offsets `json:",omitempty"`
+	SQL   string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -137,6 +145,10 @@ type Relation struct {
 	Watermark    *Watermark
 	Source       *Source // nil for streams
 	Stream       *Stream // nil for sources
+	// From is the first offset of each partition of Topic that belongs to
+	// the relation (a stream's Start); nil: the whole topic. Every reader
+	// of the relation starts there.
+	From Offsets
 }
 
 // Log persists catalog changes, each as one record of the object's key.
@@ -185,6 +197,14 @@ type Change struct {
 	// Hop is the repartition topic generation a stream reads (empty: not
 	// a repartition stream).
 	Hop string
+	// Start is a stream's output start (Stream.Start; nil: its whole
+	// topic).
+	Start Offsets
+	// DeleteTopic, on a stream's drop (DROP STREAM ... DELETE TOPIC): its
+	// writer deletes the stream's topics once every node has stopped it;
+	// the others forget what their clients knew of them, so a topic
+	// created again under the name is not taken for the old one.
+	DeleteTopic bool
 }
 
 // Catalog is the set of declared objects. Safe for concurrent use.
@@ -280,7 +300,7 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop}); err != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}
@@ -291,6 +311,17 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 // Drop removes a source or stream. A source or stream that streams read
 // cannot be dropped.
 func (c *Catalog) Drop(kind Kind, name string) error {
+	return c.drop(Change{Kind: kind, Name: name, Op: OpDrop})
+}
+
+// DropStreamDeletingTopic is Drop of stream name whose record says its
+// topics are deleted with it (Change.DeleteTopic).
+func (c *Catalog) DropStreamDeletingTopic(name string) error {
+	return c.drop(Change{Kind: KindStream, Name: name, Op: OpDrop, DeleteTopic: true})
+}
+
+func (c *Catalog) drop(ch Change) error {
+	kind, name := ch.Kind, ch.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch kind {
@@ -314,7 +345,7 @@ func (c *Catalog) Drop(kind Kind, name string) error {
 		return &ErrInUse{Name: name, Readers: readers}
 	}
 	if c.log != nil {
-		if err := c.log.Write(Change{Kind: kind, Name: name, Op: OpDrop}); err != nil {
+		if err := c.log.Write(ch); err != nil {
 			return fmt.Errorf("persist drop of %s: %w", name, err)
 		}
 	}
@@ -365,7 +396,7 @@ func (c *Catalog) Relation(name string) (*Relation, bool) {
 	}
 	if s, ok := c.streams[name]; ok {
 		return &Relation{Name: s.Name, Kind: KindStream, Schema: s.Schema, Topic: s.Topic,
-			PartitionKey: s.KeyColumn, Watermark: s.Watermark, Stream: s}, true
+			PartitionKey: s.KeyColumn, Watermark: s.Watermark, Stream: s, From: s.Start}, true
 	}
 	return nil, false
 }

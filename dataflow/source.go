@@ -167,6 +167,11 @@ func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, d
 		return nil
 	}
 	de := derrs[0]
+	if s.Input.Stream != nil {
+		// A stream's output has no on_error of its own to name.
+		return fmt.Errorf("%s at %s/%d offset %d: %w (the record is in the output topic of stream %q but does not have its columns: something other than the stream wrote it there)",
+			what, s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
+	}
 	return fmt.Errorf("%s at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
 		what, s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
 }

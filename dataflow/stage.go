@@ -109,6 +109,12 @@ type StageConfig struct {
 	// Topic is read, all of its Partitions.
 	Topic      string
 	Partitions int
+	// From is where a task starts on partition p when its state has read
+	// less (a new stage: nothing): From[p]. A stream reading another
+	// stream's output starts where that output begins (catalog.Stream's
+	// Start), never on records of the topic from before it. nil: the
+	// log's start.
+	From map[int32]int64
 	// Ops builds the operator chain of partition p's task.
 	Ops func(p int32) []Op
 	// Delay and IdleTimeout shape the event time of tasks whose chain has
@@ -614,7 +620,11 @@ func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
 		return err
 	}
 	m := metas[p]
-	part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, m.Offset, m.MaxTime, m.HasTime)
+	// Nothing before From is the input's: a task whose state has read
+	// less (none: a new stream) fetches from there. m stays as the state
+	// says (Restored: what the operators find, and whether it resumed).
+	next := max(m.Offset, cfg.From[p])
+	part := window.NewPartition(p, cfg.Delay, cfg.IdleTimeout, deps.Now, s.peers, next, m.MaxTime, m.HasTime)
 	if m.HasClosed {
 		part.Restore(m.Closed)
 	}

@@ -121,7 +121,16 @@ func (k *Client) TopicNames(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	return td.Names(), nil
+	// A topic this client asked about that does not exist can come back
+	// in the answer with UNKNOWN_TOPIC_OR_PARTITION (the client merges
+	// what it knows): it is no topic of the cluster.
+	var names []string
+	for _, t := range td.Sorted() {
+		if t.Err == nil {
+			names = append(names, t.Topic)
+		}
+	}
+	return names, nil
 }
 
 // MaxRecordBytes is the largest record batch the engine's producer sends.
@@ -296,24 +305,31 @@ func (k *Client) ProduceOne(ctx context.Context, rec *kgo.Record) error {
 // time of the call and hands each record to fn, in partition then offset
 // order.
 func (k *Client) ReadAll(ctx context.Context, topic string, fn func(*kgo.Record) error) error {
-	return k.ReadTail(ctx, topic, -1, fn)
+	return k.ReadFrom(ctx, topic, nil, fn)
+}
+
+// ReadFrom is ReadAll from offset from[p] of each partition p (the log's
+// start where that is later, or from holds no offset of p).
+func (k *Client) ReadFrom(ctx context.Context, topic string, from map[int32]int64, fn func(*kgo.Record) error) error {
+	_, err := k.readTail(ctx, topic, from, -1, fn)
+	return err
 }
 
 // ReadAllEnds is ReadAll that also returns where it stopped on each
 // partition, for a reader that follows the topic from there (NewTailAt)
 // without seeing a record twice or missing one.
 func (k *Client) ReadAllEnds(ctx context.Context, topic string, fn func(*kgo.Record) error) (map[int32]int64, error) {
-	return k.readTail(ctx, topic, -1, fn)
+	return k.readTail(ctx, topic, nil, -1, fn)
 }
 
-// ReadTail is readAll limited to the last `last` records of each partition
-// (last < 0: all of them), as they are now.
-func (k *Client) ReadTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) error {
-	_, err := k.readTail(ctx, topic, last, fn)
+// ReadTail is ReadFrom limited to the last `last` records of each
+// partition (last < 0: all of them), as they are now.
+func (k *Client) ReadTail(ctx context.Context, topic string, from map[int32]int64, last int64, fn func(*kgo.Record) error) error {
+	_, err := k.readTail(ctx, topic, from, last, fn)
 	return err
 }
 
-func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
+func (k *Client) readTail(ctx context.Context, topic string, from map[int32]int64, last int64, fn func(*kgo.Record) error) (map[int32]int64, error) {
 	ends, err := k.EndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -329,6 +345,7 @@ func (k *Client) readTail(ctx context.Context, topic string, last int64, fn func
 		if so, ok := starts.Lookup(topic, p); ok {
 			start = so.Offset
 		}
+		start = max(start, from[p])
 		if last >= 0 && end-last > start {
 			start = end - last
 		}
@@ -490,8 +507,18 @@ func (k *Client) DeleteTopics(ctx context.Context, topics ...string) error {
 			}
 		}
 	}
+	// The client keeps what it knew of them (a produced-to topic's id):
+	// a topic created again under the name is a new one to it.
+	k.Forget(topics...)
 	return nil
 }
+
+// Forget drops what the shared client knows of topics (their ids and
+// partitions, for producing and consuming), so that a topic deleted and
+// created again under the same name, by this process or another, is looked
+// up afresh instead of failing with UNKNOWN_TOPIC_ID. Nothing may be
+// producing to them through this client: buffered records are failed.
+func (k *Client) Forget(topics ...string) { k.cl.PurgeTopicsFromClient(topics...) }
 
 // EnsureCompacted creates compacted topic with n partitions, or grows it
 // to n (a changelog follows its input's partition count).

@@ -33,8 +33,10 @@ const (
 // NewTail starts following topic. From the start, it also returns the log
 // end offset of each partition that holds records now, so the caller can
 // tell the records that were there already (a snapshot) from the ones that
-// came after.
-func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom) (*Tail, map[int32]int64, error) {
+// came after. floor[p], when set, is where partition p starts at the
+// earliest (the records before it are not the reader's: a stream's output
+// begins there).
+func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom, floor map[int32]int64) (*Tail, map[int32]int64, error) {
 	ends, err := k.EndOffsets(ctx, topic)
 	if err != nil {
 		return nil, nil, err
@@ -56,12 +58,14 @@ func (k *Client) NewTail(ctx context.Context, topic string, from TailFrom) (*Tai
 	for p, end := range ends {
 		at := end
 		if from == TailFromStart {
-			at = starts[p]
+			at = max(starts[p], floor[p])
 			if at < end {
 				pending[p] = end
 			}
 		}
-		offs[p] = kgo.NewOffset().At(at)
+		// From the end: a floor past the end is still the floor (an
+		// end read read_committed may stop short of it).
+		offs[p] = kgo.NewOffset().At(max(at, floor[p]))
 	}
 	cl, err := kgo.NewClient(k.conn.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),

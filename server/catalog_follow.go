@@ -8,6 +8,7 @@ import (
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
+	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) seedLedger(entries []catalogEntry) {
 			continue // not judged (replayCatalog marked its object failed)
 		}
 		r := e.rec
-		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
+		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Start: r.Start, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
 	}
 	s.catMu.Lock()
 	s.cf.ledger = l
@@ -174,13 +175,38 @@ func (s *Server) applyCatalog(ctx context.Context, ledger *catalog.Ledger, r *ka
 	// ahead of the log (a CREATE STREAM whose start failed wrote its drop
 	// too): only a record of its own that lost is undone here.
 	if !own || lost != nil {
+		forget := s.topicsDeletedBy(rec, lost)
 		s.reconcile(ctx, ledger, rec.Kind, rec.Name)
+		// The stream is stopped here now: its writer deletes the topics
+		// once every node has, and this node's client must not take a
+		// topic created again under a name for the old one.
+		s.kafka.Forget(forget...)
 	}
 	if own && rec.Stmt != "" && rec.Op != catalog.OpRepair {
 		s.catMu.Lock()
 		s.cf.verdict[rec.Stmt] = lost
 		s.catMu.Unlock()
 	}
+}
+
+// topicsDeletedBy are the topics of the stream that rec, another node's
+// DROP STREAM ... DELETE TOPIC that stands, deletes (none otherwise).
+func (s *Server) topicsDeletedBy(rec catalog.Record, lost error) []string {
+	if lost != nil || rec.Kind != catalog.KindStream || rec.Op != catalog.OpDrop || !rec.DeleteTopic {
+		return nil
+	}
+	def, ok := s.cat.Stream(rec.Name)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var p *planner.Plan
+	if r, ok := s.streams[rec.Name]; ok {
+		p = r.plan
+	}
+	topics, _ := s.streamTopics(def, p)
+	return topics
 }
 
 // localSQL is the statement of an object as this node runs it.

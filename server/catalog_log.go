@@ -32,6 +32,11 @@ import (
 //	turbine.planned    the strategy the cost rule chose for a stream
 //	turbine.undoes     on a drop: the statement id of the record it takes back
 //	turbine.hop        a repartition stream's hop generation (its topic)
+//	turbine.start      a stream's output start: "partition:offset" pairs,
+//	                   comma-separated, partitions at 0 left out
+//	                   (catalog.Offsets); none: the whole topic
+//	turbine.delete.topic  on a stream's drop: "true" when DELETE TOPIC
+//	                   deletes its topics (the other nodes forget them)
 //
 // A record keyed "run/{stream}" with op "stop" or "start" (value
 // "stopped" or "started") is a stream's last ALTER STREAM ... STOP or
@@ -43,6 +48,10 @@ import (
 // ignores it while following the log and, at its start, skips it with a
 // warning; the purger writes none until every member of the app
 // advertises that it knows them (cluster.Member.HopSeals).
+//
+// turbine.start keeps the version: a record without it (any written
+// before it existed) reads the whole output topic, as those releases did,
+// and a node of such a release ignores it and does the same.
 //
 // A version-1 record (no headers) stands whatever came before it. A
 // record of a version newer than catalogVersion (a change of meaning: a
@@ -83,6 +92,8 @@ const (
 	hdrPlanned  = "turbine.planned"
 	hdrUndoes   = "turbine.undoes"
 	hdrHop      = "turbine.hop"
+	hdrStart    = "turbine.start"
+	hdrDelete   = "turbine.delete.topic"
 )
 
 type catalogEntry struct {
@@ -150,6 +161,12 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 	if c.Hop != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrHop, Value: []byte(c.Hop)})
 	}
+	if start := c.Start.String(); start != "" {
+		hs = append(hs, kafkaio.Header{Key: hdrStart, Value: []byte(start)})
+	}
+	if c.DeleteTopic {
+		hs = append(hs, kafkaio.Header{Key: hdrDelete, Value: []byte("true")})
+	}
 	if undoes != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
 	}
@@ -189,14 +206,15 @@ func newStmtID() string {
 // decodeCatalog reads a record of the catalog topic. ok is false for a key
 // that names no object. newer (errCatalogNewer) says the record's version
 // is newer than this release reads: rec then holds its key and writer
-// only.
+// only. A header this release cannot parse (turbine.start) is such an
+// error too: the record is not applied, and its object is marked failed.
 func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error) {
 	kind, name, found := strings.Cut(string(r.Key), "/")
 	if !found {
 		return rec, false, nil
 	}
 	rec = catalog.Record{Change: catalog.Change{Kind: catalog.Kind(kind), Name: name, SQL: string(r.Value)}, Offset: r.Offset}
-	version := ""
+	version, start := "", ""
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
@@ -216,6 +234,10 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 			rec.Undoes = v
 		case hdrHop:
 			rec.Hop = v
+		case hdrStart:
+			start = v
+		case hdrDelete:
+			rec.DeleteTopic = v == "true"
 		}
 	}
 	// Versions are integers; one this release cannot parse is no more
@@ -224,6 +246,12 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 		key := catalog.Record{Change: catalog.Change{Kind: rec.Kind, Name: rec.Name}, Node: rec.Node, Offset: rec.Offset}
 		return key, true, fmt.Errorf("%w (turbine.catalog.v %q, by node %q; this node reads up to %d): upgrade this node",
 			errCatalogNewer, version, rec.Node, catalogVersion)
+	}
+	var err error
+	if rec.Start, err = catalog.ParseOffsets(start); err != nil {
+		// Read whole, the stream would show what is not its own: its
+		// object is marked failed, as a record this node cannot judge is.
+		return rec, true, fmt.Errorf("%s header: %w", hdrStart, err)
 	}
 	return rec, true, nil
 }

@@ -274,13 +274,21 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if done, err := s.nameTaken(def.Name, st.IfNotExists, persist); done || err != nil {
 		return &pgwire.Result{Tag: "CREATE STREAM"}, err
 	}
+	if persist {
+		if err := s.topicTaken(def); err != nil {
+			return nil, err
+		}
+	}
 	if p.Strategy == planner.StrategyRepartition {
 		def.Hop = s.hopGeneration(def.Name, p, persist)
 	}
-	spec, err := s.prepareStream(ctx, def, p, st.Options, persist)
+	// Every refusal comes before the first thing the statement makes (a
+	// topic, a catalog record): a refused CREATE leaves nothing behind.
+	spec, err := s.checkStream(ctx, def, p, st.Options, persist)
 	if err != nil {
 		return nil, err
 	}
+	res := &pgwire.Result{Tag: "CREATE STREAM"}
 	if persist {
 		// A new stream starts from nothing, whatever an earlier one of the same name left.
 		if err := s.dropStreamState(def.Name, p); err != nil {
@@ -290,7 +298,29 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 			return nil, err
 		}
 	}
+	made, err := s.makeStreamTopics(ctx, def, p, spec)
+	if err != nil {
+		s.deleteMade(made)
+		return nil, err
+	}
+	if persist {
+		// Only now: the earlier stream of the name, if any, has stopped
+		// writing (its groups are empty and gone).
+		var notice *pgwire.Notice
+		if def.Start, notice, err = s.outputStart(ctx, def, made); err != nil {
+			s.deleteMade(made)
+			return nil, err
+		}
+		if notice != nil {
+			res.Notices = append(res.Notices, *notice)
+		}
+	} else {
+		def.Start = s.recordedStart(def.Name)
+	}
 	if err := s.cat.AddStream(def, persist); err != nil {
+		if persist {
+			s.deleteMade(made)
+		}
 		return nil, err
 	}
 	if !persist {
@@ -298,7 +328,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		if stopped {
 			s.streams[def.Name] = &stream{def: def, plan: p, spec: spec, stopped: true, stats: &dataflow.Stats{}}
 			s.log.Info("stream held stopped (ALTER STREAM ... STOP)", "stream", def.Name)
-			return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+			return res, nil
 		}
 		if err := s.adoptRunEpoch(def.Name, epoch); err != nil {
 			return nil, err
@@ -307,13 +337,22 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	r, err := s.startStream(ctx, def, p, spec)
 	if err != nil {
 		if persist {
+			// Taken back: its record (a drop follows it, which
+			// compaction keeps alone), the groups and changelogs its
+			// stages made, and the topics this statement created.
 			_ = s.cat.Drop(catalog.KindStream, def.Name)
+			gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if gerr := s.dropStreamGroups(gctx, def.Name, p); gerr != nil {
+				s.log.Warn("cannot delete the consumer groups of a stream that failed to start", "stream", def.Name, "err", gerr)
+			}
+			cancel()
+			s.deleteMade(made)
 			return nil, err
 		}
 		// Replaying the catalog: the stream stays, failed, with the reason.
 		s.log.Error("stream cannot start", "stream", def.Name, "err", err)
 		s.streams[def.Name] = &stream{def: def, plan: p, err: err, stats: &dataflow.Stats{}}
-		return &pgwire.Result{Tag: "CREATE STREAM"}, nil
+		return res, nil
 	}
 	if persist && p.CombineEligible {
 		if err := s.store.PutPlan(def.Name, planStrategy, p.Strategy); err != nil {
@@ -321,13 +360,25 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		}
 	}
 	s.streams[def.Name] = r
-	return &pgwire.Result{Tag: "CREATE STREAM", Notices: s.divisorNotices(r)}, nil
+	res.Notices = append(res.Notices, s.divisorNotices(r)...)
+	return res, nil
 }
 
 // prepareStream checks a planned stream against its topics and creates
-// what it writes: the output topic, and a combine's internal topic. It
-// returns the partition counts the stream starts with.
+// what it writes (checkStream, then makeStreamTopics). It returns the
+// partition counts the stream starts with.
 func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, o sql.Options, persist bool) (streamSpec, error) {
+	spec, err := s.checkStream(ctx, def, p, o, persist)
+	if err != nil {
+		return spec, err
+	}
+	_, err = s.makeStreamTopics(ctx, def, p, spec)
+	return spec, err
+}
+
+// checkStream checks a planned stream against its topics, creating
+// nothing: the partition counts it would start with, or why it cannot.
+func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, o sql.Options, persist bool) (streamSpec, error) {
 	var spec streamSpec
 	nIn, err := s.kafka.Partitions(ctx, p.Input.Topic)
 	if err != nil {
@@ -342,23 +393,20 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 			return spec, fmt.Errorf("stream %s refused: %w", def.Name, err)
 		}
 	}
-	outN := def.Partitions
-	if outN == 0 {
-		outN = nIn
-	}
-	have, err := s.kafka.EnsureTopic(ctx, def.Topic, outN, nil)
+	have, err := s.kafka.Partitions(ctx, def.Topic)
 	if err != nil {
 		return spec, err
 	}
-	if persist && def.Partitions > 0 && have != def.Partitions {
+	switch {
+	case have == 0 && def.Partitions > 0:
+		spec.outN = def.Partitions
+	case have == 0:
+		spec.outN = nIn
+	case persist && def.Partitions > 0 && have != def.Partitions:
 		return spec, sql.Errorf(sql.CodeInvalidParameter, "output topic %q exists with %d partitions, not the %d declared", def.Topic, have, def.Partitions).
 			WithPos(o["partitions"].Pos)
-	}
-	spec.outN = have
-	if late := def.Options.LateDataTopic; late != "" {
-		if _, err := s.kafka.EnsureTopic(ctx, late, 1, s.sizedLike(ctx, p.Input.Topic)); err != nil {
-			return spec, err
-		}
+	default:
+		spec.outN = have
 	}
 	switch p.Strategy {
 	case planner.StrategyRepartition:
@@ -368,6 +416,9 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 		spec.declaredRep = spec.nRep > 0
 		if !spec.declaredRep {
 			spec.nRep = nIn
+		}
+		if err := s.checkHop(ctx, s.hopTopic(def, p), spec.nRep, spec.declaredRep); err != nil {
+			return spec, err
 		}
 	case planner.StrategyCombine:
 		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" {
@@ -395,11 +446,11 @@ func (s *Server) prepareStream(ctx context.Context, def *catalog.Stream, p *plan
 		if err := s.keyedCount(topic, spec.nCmb, "combine_partitions", "stream", def.Name); err != nil {
 			return spec, err
 		}
-		have, err := s.kafka.EnsureTopic(ctx, topic, spec.nCmb, nil)
+		have, err := s.kafka.Partitions(ctx, topic)
 		if err != nil {
 			return spec, err
 		}
-		if have != spec.nCmb {
+		if have > 0 && have != spec.nCmb {
 			return spec, sql.Errorf(sql.CodeInvalidParameter, "combine topic %q exists with %d partitions, not %d", topic, have, spec.nCmb).
 				WithHint("delete the topic deliberately, or set combine_partitions = %d", have)
 		}
@@ -474,24 +525,29 @@ func (s *Server) dropStreamState(name string, p *planner.Plan) error {
 }
 
 // dropStreamGroups deletes a stream's consumer groups (its final stage's,
-// and its combine's pre-aggregation's) and their changelogs: an
-// exactly-once stream takes the groups' offsets as committed output, and
-// every task restores its state from its changelog, so a new stream of the
-// same name would replay its input silently, or start from the old
-// stream's state.
+// and its combine's pre-aggregation's), their changelogs, and its combine
+// topic: an exactly-once stream takes the groups' offsets as committed
+// output, every task restores its state from its changelog, and a merge
+// stage reads the combine topic from its start, so a new stream of the
+// same name would replay its input silently, start from the old stream's
+// state, or merge the old stream's partials (of other aggregates: "corrupt
+// accumulator encoding"). The topics go only once the groups are gone:
+// no process writes them then.
 func (s *Server) dropStreamGroups(ctx context.Context, name string, p *planner.Plan) error {
 	groups := []string{s.groupName(name)}
+	var topics []string
 	if p != nil && p.Input != nil {
-		groups = append(groups, combineTopic(s.cfg.AppID, p.Input.Topic, name))
+		cmb := combineTopic(s.cfg.AppID, p.Input.Topic, name)
+		groups = append(groups, cmb)
+		topics = append(topics, cmb)
 	}
 	if err := s.kafka.DeleteGroups(ctx, groups...); err != nil {
 		return err
 	}
-	var logs []string
 	for _, g := range groups {
-		logs = append(logs, changelogTopic(g))
+		topics = append(topics, changelogTopic(g))
 	}
-	return s.kafka.DeleteTopics(ctx, logs...)
+	return s.kafka.DeleteTopics(ctx, topics...)
 }
 
 // oldGroupsWait is how long a CREATE STREAM waits for the consumer groups
@@ -505,23 +561,13 @@ const oldGroupsWait = 3 * time.Second
 // moment, whose record this node has not read yet. The CREATE then fails,
 // writing nothing, rather than delete a running stream's groups.
 func (s *Server) dropOldGroups(ctx context.Context, name string, p *planner.Plan) error {
-	deadline := time.Now().Add(oldGroupsWait)
-	for {
-		err := s.dropStreamGroups(ctx, name, p)
-		if err == nil || !kafkaio.IsGroupNotEmpty(err) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return &sql.Error{Code: sql.CodeObjectInUse, Err: err,
-				Message: fmt.Sprintf("stream %s: a stream of that name runs on another node (its consumer group has members)", name),
-				HintMsg: "another node created it at the same moment, or has not stopped an earlier one yet: SHOW STREAMS, then retry or pick another name"}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := s.whenGroupsEmpty(ctx, func() error { return s.dropStreamGroups(ctx, name, p) })
+	if kafkaio.IsGroupNotEmpty(err) {
+		return &sql.Error{Code: sql.CodeObjectInUse, Err: err,
+			Message: fmt.Sprintf("stream %s: a stream of that name runs on another node (its consumer group has members)", name),
+			HintMsg: "another node created it at the same moment, or has not stopped an earlier one yet: SHOW STREAMS, then retry or pick another name"}
 	}
+	return err
 }
 
 // nameTaken decides a CREATE whose name exists: IF NOT EXISTS makes it a
@@ -543,15 +589,26 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 	if st.Kind == "STREAM" {
 		kind = catalog.KindStream
 	}
+	if st.DeleteTopic && kind == catalog.KindSource {
+		return nil, sql.Errorf(sql.CodeNotSupported, "DELETE TOPIC applies to DROP STREAM only").
+			WithHint("a source's topic is its producers'; delete it with your Kafka tools")
+	}
 	var exists bool
+	var def *catalog.Stream
 	if kind == catalog.KindSource {
 		_, exists = s.cat.Source(st.Name)
 	} else {
-		_, exists = s.cat.Stream(st.Name)
+		def, exists = s.cat.Stream(st.Name)
 	}
 	if !exists {
 		if had, err := s.dropFailed(kind, st.Name); had || err != nil {
-			return &pgwire.Result{Tag: "DROP " + st.Kind}, err
+			res := &pgwire.Result{Tag: "DROP " + st.Kind}
+			if had && err == nil && st.DeleteTopic {
+				// Its record could not be read: its topics are not known.
+				res.Notices = []pgwire.Notice{{Severity: "WARNING", Message: fmt.Sprintf("stream %s dropped; its topics are not known (its catalog record could not be applied) and were not deleted", st.Name),
+					Hint: "delete them with your Kafka tools"}}
+			}
+			return res, err
 		}
 		if st.IfExists {
 			return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
@@ -561,7 +618,17 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 		}
 		return nil, &catalog.ErrNotFound{Name: st.Name}
 	}
-	if err := s.cat.Drop(kind, st.Name); err != nil {
+	if st.DeleteTopic {
+		// Checked before anything is dropped: a refused DROP changes nothing.
+		if err := s.dropTopicsRefusal(def); err != nil {
+			return nil, err
+		}
+	}
+	drop := s.cat.Drop
+	if st.DeleteTopic {
+		drop = func(_ catalog.Kind, name string) error { return s.cat.DropStreamDeletingTopic(name) }
+	}
+	if err := drop(kind, st.Name); err != nil {
 		return nil, err
 	}
 	if _, epoch := s.runOf(st.Name); kind == catalog.KindStream && epoch > 0 {
@@ -576,21 +643,31 @@ func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 		delete(s.sourceStats, st.Name)
 		s.statsMu.Unlock()
 	}
+	res := &pgwire.Result{Tag: "DROP " + st.Kind}
+	var plan *planner.Plan
 	if r, ok := s.streams[st.Name]; ok {
+		plan = r.plan
 		r.stop(s)
 		delete(s.streams, st.Name)
 		if err := s.dropStreamState(st.Name, r.plan); err != nil {
 			return nil, err
 		}
-		// Best effort: a CREATE of the same name deletes them again first.
-		gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := s.dropStreamGroups(gctx, st.Name, r.plan); err != nil {
-			s.log.Warn("cannot delete the dropped stream's consumer groups; a new stream of that name deletes them first", "stream", st.Name, "err", err)
+		if !st.DeleteTopic {
+			// Best effort: a CREATE of the same name deletes them again first.
+			gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s.dropStreamGroups(gctx, st.Name, r.plan); err != nil {
+				s.log.Warn("cannot delete the dropped stream's consumer groups; a new stream of that name deletes them first", "stream", st.Name, "err", err)
+			}
+			cancel()
 		}
-		cancel()
 		s.metrics.Forget(st.Name)
 	}
-	return &pgwire.Result{Tag: "DROP " + st.Kind}, nil
+	if st.DeleteTopic {
+		gctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res.Notices = s.deleteStreamTopics(gctx, def, plan)
+		cancel()
+	}
+	return res, nil
 }
 
 func otherKind(k string) string {

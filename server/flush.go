@@ -502,7 +502,7 @@ func (s *Server) followFlushes(ctx context.Context) {
 }
 
 func (s *Server) followFlushesOnce(ctx context.Context, following func()) error {
-	tail, _, err := s.kafka.NewTail(ctx, s.flushTopic(), kafkaio.TailFromEnd)
+	tail, _, err := s.kafka.NewTail(ctx, s.flushTopic(), kafkaio.TailFromEnd, nil)
 	if err != nil {
 		return err
 	}

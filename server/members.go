@@ -39,7 +39,7 @@ func (c controlLog) Put(ctx context.Context, key string, value []byte) error {
 // dated by this process's clock, so that clock skew between processes
 // does not make a live member look dead.
 func (c controlLog) Follow(ctx context.Context, fn func(string, []byte, time.Time)) error {
-	tail, backlog, err := c.k.NewTail(ctx, c.topic, kafkaio.TailFromStart)
+	tail, backlog, err := c.k.NewTail(ctx, c.topic, kafkaio.TailFromStart, nil)
 	if err != nil {
 		return err
 	}

@@ -182,7 +182,7 @@ func (s *Server) readRelation(ctx context.Context, rel *catalog.Relation) ([]*ka
 		return nil, err
 	}
 	var recs []*kafkaio.Record
-	err := s.kafka.ReadAll(ctx, rel.Topic, func(r *kafkaio.Record) error {
+	err := s.kafka.ReadFrom(ctx, rel.Topic, rel.From, func(r *kafkaio.Record) error {
 		recs = append(recs, r)
 		return nil
 	})
@@ -243,8 +243,13 @@ func (s *Server) decodeRecords(rel *catalog.Relation, recs []*kafkaio.Record, ne
 			if errors.As(derrs[0].Err, &enc) {
 				code = enc.SQLState()
 			}
-			return sql.Errorf(code, "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err).
-				WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", rel.Name)
+			e := sql.Errorf(code, "cannot decode record at %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, derrs[0].Err)
+			if rel.Stream != nil {
+				// A stream's output has no on_error: the record is not one
+				// it wrote with its columns (its own start up to the end).
+				return e.WithHint("the record is in the output topic of stream %q but does not have its columns: something other than the stream wrote it there", rel.Name)
+			}
+			return e.WithHint("source %s has on_error = 'fail'; set 'skip' or 'dlq' to pass over such records", rel.Name)
 		}
 		b := exec.BatchOf(rec, rel.Schema)
 		dataflow.FillKafkaTime(rel, b, chunk, decoded)

@@ -178,9 +178,10 @@ type sampled struct {
 
 // sampleTail reads up to sample records of topic, the last ones of each
 // partition in equal shares, and hands them to fn in partition then offset
-// order. start (if not nil) learns the topic's partition count before the
-// first record; sampleTail returns it.
-func sampleTail(ctx context.Context, k *kafkaio.Client, topic string, sample int, start func(partitions int) error, fn func(*kafkaio.Record) error) (int, error) {
+// order, none before from[p] on partition p (a stream's output start).
+// start (if not nil) learns the topic's partition count before the first
+// record; sampleTail returns it.
+func sampleTail(ctx context.Context, k *kafkaio.Client, topic string, from map[int32]int64, sample int, start func(partitions int) error, fn func(*kafkaio.Record) error) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	partitions, err := k.Partitions(ctx, topic)
@@ -197,7 +198,7 @@ func sampleTail(ctx context.Context, k *kafkaio.Client, topic string, sample int
 	}
 	perPartition := int64((sample + partitions - 1) / partitions)
 	read := 0
-	err = k.ReadTail(ctx, topic, perPartition, func(r *kafkaio.Record) error {
+	err = k.ReadTail(ctx, topic, from, perPartition, func(r *kafkaio.Record) error {
 		if read >= sample { // the equal shares may add up to a few more
 			return nil
 		}
@@ -223,7 +224,7 @@ func SampleTopic(ctx context.Context, brokers []string, topic string, sample int
 	if err := k.Ping(ctx); err != nil {
 		return 0, err
 	}
-	return sampleTail(ctx, k, topic, sample, nil, func(r *kafkaio.Record) error { return fn(r.Key, r.Value) })
+	return sampleTail(ctx, k, topic, nil, sample, nil, func(r *kafkaio.Record) error { return fn(r.Key, r.Value) })
 }
 
 // sampleRelation is sampleTail over rel's topic with the records decoded,
@@ -248,7 +249,7 @@ func (s *Server) sampleRelation(ctx context.Context, rel *catalog.Relation, samp
 		chunk = chunk[:0]
 		return err
 	}
-	partitions, err = sampleTail(ctx, s.kafka, rel.Topic, sample, start, func(r *kafkaio.Record) error {
+	partitions, err = sampleTail(ctx, s.kafka, rel.Topic, rel.From, sample, start, func(r *kafkaio.Record) error {
 		chunk = append(chunk, r)
 		if len(chunk) >= decodeChunk {
 			return flush()

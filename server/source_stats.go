@@ -178,7 +178,7 @@ func (s *Server) sampleSource(src *catalog.Source) {
 		rec.Release()
 		recs = recs[:0]
 	}
-	err := s.kafka.ReadTail(ctx, src.Topic, sampleRecords, func(r *kafkaio.Record) error {
+	err := s.kafka.ReadTail(ctx, src.Topic, nil, sampleRecords, func(r *kafkaio.Record) error {
 		recs = append(recs, r)
 		if len(recs) >= statsRows {
 			flushBatch()

@@ -29,7 +29,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	byPart := map[int32][]*kafkaio.Record{}
-	if err := s.kafka.ReadTail(ctx, p.Input.Topic, sampleRecords, func(r *kafkaio.Record) error {
+	if err := s.kafka.ReadTail(ctx, p.Input.Topic, p.Input.From, sampleRecords, func(r *kafkaio.Record) error {
 		byPart[r.Partition] = append(byPart[r.Partition], r)
 		return nil
 	}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/state"
 )
 
 // This file composes running streams out of dataflow stages; the runtime
@@ -347,7 +348,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
 		pre := dataflow.StageConfig{
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,
-			Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
+			Topic: p.Input.Topic, From: p.Input.From, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
 			CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
 			OnResize: final.OnResize,
 			Ops: func(int32) []dataflow.Op {
@@ -376,6 +377,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn, Lag: lag}}, tail()...)
 		}
 	default:
+		// Read directly: a stream's input begins where its output does.
+		final.From = p.Input.From
 		if checked(p) {
 			r.board = placement.NewBoard()
 		}
@@ -538,11 +541,10 @@ func isSealed(l *catalog.Ledger, topic string) bool {
 // is the internal topic's partition count (repartition_partitions, default
 // the source's count); an existing topic with another count is refused.
 func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
+	if err := s.checkHop(ctx, topic, nOut, declared); err != nil {
+		return nil, err
+	}
 	if h, ok := s.hops[topic]; ok {
-		if declared && h.outN != nOut {
-			return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q runs with %d partitions, not the %d requested", topic, h.outN, nOut).
-				WithHint("streams sharing a repartition hop share its topic: drop repartition_partitions or set it to %d", h.outN)
-		}
 		if eos && !h.eos {
 			if err := s.upgradeHop(ctx, h); err != nil {
 				return nil, err
@@ -551,16 +553,13 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		h.refs++
 		return h, nil
 	}
+	// checkHop refused a count not dividing 960 unless allowed; allowed, it
+	// is logged here, once a start for the hop however many streams share it.
 	if err := s.keyedCount(topic, nOut, "repartition_partitions", "hop_source", src.Topic, "by", column); err != nil {
 		return nil, err
 	}
-	have, err := s.kafka.EnsureTopic(ctx, topic, nOut, s.sizedLike(ctx, src.Topic))
-	if err != nil {
+	if _, err := s.kafka.EnsureTopic(ctx, topic, nOut, s.sizedLike(ctx, src.Topic)); err != nil {
 		return nil, err
-	}
-	if have != nOut {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q exists with %d partitions, not %d", topic, have, nOut).
-			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
 	}
 	rel := &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, Source: src}
 	stats := &dataflow.Stats{}
@@ -597,6 +596,32 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		s.log.Info("repartition hop started", "hop", topic, "source", src.Topic, "by", column, "partitions", nOut, "restored_partitions", st.Resumed())
 	})
 	return h, nil
+}
+
+// checkHop says why a stream cannot read repartition topic (a hop
+// generation) with nOut partitions, creating nothing: a running hop of
+// another count when repartition_partitions was declared, a count that
+// does not divide 960, or a topic that exists with another count.
+func (s *Server) checkHop(ctx context.Context, topic string, nOut int, declared bool) error {
+	if h, ok := s.hops[topic]; ok {
+		if declared && h.outN != nOut {
+			return sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q runs with %d partitions, not the %d requested", topic, h.outN, nOut).
+				WithHint("streams sharing a repartition hop share its topic: drop repartition_partitions or set it to %d", h.outN)
+		}
+		return nil
+	}
+	if err := state.CheckDivisor(topic, nOut, "repartition_partitions"); err != nil && !s.cfg.AllowNonDivisor {
+		return &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
+	}
+	have, err := s.kafka.Partitions(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if have > 0 && have != nOut {
+		return sql.Errorf(sql.CodeInvalidParameter, "repartition topic %q exists with %d partitions, not %d", topic, have, nOut).
+			WithHint("changing the count would move every key: delete the topic deliberately, or set repartition_partitions = %d", have)
+	}
+	return nil
 }
 
 // upgradeHop restarts an at-least-once hop as exactly-once, for the

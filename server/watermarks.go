@@ -48,7 +48,7 @@ func (s *Server) followWatermarks(ctx context.Context) {
 }
 
 func (s *Server) followWatermarksOnce(ctx context.Context) error {
-	tail, _, err := s.kafka.NewTail(ctx, s.watermarkTopic(), kafkaio.TailFromStart)
+	tail, _, err := s.kafka.NewTail(ctx, s.watermarkTopic(), kafkaio.TailFromStart, nil)
 	if err != nil {
 		return err
 	}

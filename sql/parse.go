@@ -244,6 +244,7 @@ func (p *stmtParser) statement() (Statement, error) {
 			return nil, err
 		}
 		d.Name = name
+		d.DeleteTopic = p.accept("DELETE", "TOPIC")
 		return d, p.atEnd()
 	case t.Is("EXPLAIN"):
 		p.next()

@@ -50,6 +50,17 @@ func TestParseStatements(t *testing.T) {
 				t.Fatal(d)
 			}
 		}},
+		{`DROP STREAM s DELETE TOPIC`, func(t *testing.T, s Statement) {
+			d := s.(*Drop)
+			if d.Kind != "STREAM" || d.IfExists || d.Name != "s" || !d.DeleteTopic {
+				t.Fatal(d)
+			}
+		}},
+		{`drop stream if exists s delete topic`, func(t *testing.T, s Statement) {
+			if d := s.(*Drop); !d.IfExists || !d.DeleteTopic {
+				t.Fatal(d)
+			}
+		}},
 		{`EXPLAIN SELECT * FROM t`, func(t *testing.T, s Statement) { _ = s.(*Explain).Stmt.(*Select) }},
 		{`BEGIN`, func(t *testing.T, s Statement) {
 			if s.(*Noop).Tag != "BEGIN" {

@@ -87,11 +87,14 @@ type ShowCreate struct {
 // Describe is DESCRIBE name.
 type Describe struct{ Name string }
 
-// Drop is DROP STREAM|SOURCE [IF EXISTS] name.
+// Drop is DROP STREAM|SOURCE [IF EXISTS] name [DELETE TOPIC].
 type Drop struct {
 	Kind     string // "STREAM" or "SOURCE"
 	Name     string
 	IfExists bool
+	// DeleteTopic (ksqlDB's DELETE TOPIC): the stream's output topic and
+	// internal topics go with it.
+	DeleteTopic bool
 }
 
 // AlterStream is ALTER STREAM name {RESTART | STOP | START}.

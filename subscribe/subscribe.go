@@ -90,7 +90,7 @@ func Open(ctx context.Context, k *kafkaio.Client, rel *catalog.Relation, o Optio
 		// history holds: read it whether or not it is given.
 		from = kafkaio.TailFromStart
 	}
-	tail, pending, err := k.NewTail(ctx, rel.Topic, from)
+	tail, pending, err := k.NewTail(ctx, rel.Topic, from, rel.From)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", rel.Name, err)
 	}
