@@ -153,6 +153,13 @@ func showLate(ctx context.Context, t *testing.T, conn *pgx.Conn, name string) in
 // window closed by the watermark closed, with its exact count and sum.
 func checkPanes(ctx context.Context, t *testing.T, conn *pgx.Conn, stream string, rows []burstRow, closed time.Time, key func(burstRow) string) {
 	t.Helper()
+	checkPanesOf(ctx, t, conn, stream, fmt.Sprintf("SELECT g, ws, n, s FROM %s", stream), rows, closed, key)
+}
+
+// checkPanesOf is checkPanes with the query that reads the panes as (g, ws,
+// n, s) rows: a keyless stream has no g of its own.
+func checkPanesOf(ctx context.Context, t *testing.T, conn *pgx.Conn, stream, query string, rows []burstRow, closed time.Time, key func(burstRow) string) {
+	t.Helper()
 	type pane struct{ n, s int64 }
 	want := map[string]pane{}
 	for _, r := range rows {
@@ -165,7 +172,7 @@ func checkPanes(ctx context.Context, t *testing.T, conn *pgx.Conn, stream string
 		p.s += r.v
 		want[id] = p
 	}
-	res, err := conn.Query(ctx, fmt.Sprintf("SELECT g, ws, n, s FROM %s", stream))
+	res, err := conn.Query(ctx, query)
 	if err != nil {
 		t.Fatal(err)
 	}
