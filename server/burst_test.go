@@ -76,9 +76,10 @@ func TestBurstAfterQuietSpell(t *testing.T) {
 	}
 	// Every partition reaches 00:00:20 before the streams start, and they
 	// read it all. (Produced after them, a partition whose first rows came
-	// more than idle_timeout after its hop task started would count as idle
-	// without a watermark, left out of the repartition's minimum as it must
-	// be, so a slow machine would judge its rows late: not this test's case.)
+	// more than idle_timeout after its hop task started, and after another
+	// partition's rows, would have taken that partition's watermark while
+	// idle without one of its own (window.Partition.FeedsMerge), so a slow
+	// machine would judge its rows late: not this test's case.)
 	for p := 0; p < 4; p++ {
 		produce(p, 0, 20*time.Second, 40)
 	}
