@@ -103,6 +103,21 @@ func (x *Exchange) OnWatermark(ctx context.Context, wm Watermark) (*Batch, error
 func (x *Exchange) Commit(context.Context, *Commit) error { return nil }
 func (x *Exchange) Close()                                {}
 
+// markerSender is an operator that sends its task's watermark on in
+// markers (SendMarkers) to a stage where every source partition meets.
+// Its task's partition then needs a watermark even when idle without an
+// event time of its own, or the merge would wait on it forever
+// (window.Partition.FeedsMerge).
+type markerSender interface{ sendsMarkers() }
+
+var (
+	_ markerSender = (*Exchange)(nil)
+	_ markerSender = (*PartialAgg)(nil)
+)
+
+func (x *Exchange) sendsMarkers()   {}
+func (c *PartialAgg) sendsMarkers() {}
+
 // SendMarkers tells each of the n partitions of topic the watermark of the
 // task's source partition, after everything it sent before.
 func SendMarkers(ctx context.Context, env *Env, topic string, n int, wm Watermark) {

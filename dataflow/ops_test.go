@@ -750,3 +750,62 @@ func TestHashAggEarlyFiresOnlyChanged(t *testing.T) {
 		t.Fatalf("[10,20) did not change: %v", got)
 	}
 }
+
+// TestMergeWaitsForIdleSourceWithoutTime scripts issue 38 on the operators
+// of a combine: source partition 1 is idle before it ever had a row, so its
+// pre-aggregation sends a marker without a time; then rows reach both
+// source partitions together, and source 0's task ships [0, 10) and a
+// marker past it first. The merge must not close [0, 10) on that: source
+// 1's rows of the window are on their way. Once source 1 has read them
+// and shipped, the pane holds both partitions' rows.
+func TestMergeWaitsForIdleSourceWithoutTime(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+		FROM ev GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	preOf := func(q int32) *rig {
+		return newRig(t, nil, q, 2, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
+	}
+	pre0, pre1 := preOf(0), preOf(1)
+	merge := newRig(t, nil, 0, 1, &Markers{Sources: 2}, &HashAgg{Plan: p, Merge: true},
+		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
+	off := int64(0)
+	deliver := func(recs []*kafkaio.Record) {
+		for _, r := range recs {
+			r.Partition, r.Offset = 0, off
+			off++
+		}
+		merge.feed(recs)
+	}
+	closeAt := func() []map[string]any {
+		t.Helper()
+		wm, ok := merge.ops[0].(*Markers).Time()
+		if !ok {
+			return nil
+		}
+		merge.watermark(wm, false)
+		return values(t, merge.out.take())
+	}
+	// Source 1 idle without a time: what its task gives its operators then.
+	for _, op := range pre1.ops {
+		if _, err := op.OnWatermark(context.Background(), Watermark{Idle: true, Now: pre1.now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver(pre1.out.take())
+	pre0.feed(ev(0, 0, "a,u1,1,5", "b,u2,2,12"))
+	pre0.watermark(12_000, false)
+	deliver(pre0.out.take())
+	if got := closeAt(); len(got) != 0 {
+		t.Fatalf("the merge closed %v on source 0 alone, source 1 idle without a time", got)
+	}
+	// Source 1's rows, written with source 0's; then its watermark.
+	pre1.feed(ev(1, 0, "c,u3,4,7", "d,u4,8,9"))
+	pre1.watermark(12_000, false)
+	deliver(pre1.out.take())
+	got := closeAt()
+	if len(got) != 1 || got[0]["n"].(float64) != 3 || got[0]["total"].(float64) != 13 {
+		t.Fatalf("pane %v, want n 3 total 13: both partitions' rows of [0, 10)", got)
+	}
+	if late := testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s")); late != 0 {
+		t.Fatalf("%v partials dropped at the merge", late)
+	}
+}

@@ -215,7 +215,9 @@ type Stage struct {
 	wms     map[int32]Watermark
 	endsAt  time.Time
 	ends    map[int32]int64
-	endsMu  sync.Mutex
+	// endsMarks: the peers' own watermarks taken before ends was fetched.
+	endsMarks window.PeerMarks
+	endsMu    sync.Mutex
 }
 
 // StartStage starts the stage: it joins the stage's consumer group, which
@@ -637,6 +639,11 @@ func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
 		t.planReplay(m, pos.committed[p], s.log)
 	}
 	t.ops = cfg.Ops(p)
+	for _, op := range t.ops {
+		if _, ok := op.(markerSender); ok {
+			part.FeedsMerge = true
+		}
+	}
 	t.sw = &switchOut{Producer: t.out}
 	t.env = &Env{Name: cfg.Name, State: cfg.State, Scope: state.Scope(cfg.State, p), Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
 		Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: s.log, ExactlyOnce: t.txn != nil}
@@ -887,19 +894,24 @@ func (s *Stage) tickEvery() time.Duration {
 }
 
 // freshEnd is partition p's log end offset, fetched at or after `after`
-// (one ListOffsets serves every task asking at once).
-func (s *Stage) freshEnd(ctx context.Context, p int32, after time.Time) (int64, error) {
+// (one ListOffsets serves every task asking at once), with the peers' own
+// watermarks as this process knew them before that fetch was sent: an
+// idle partition may advance as far as those (window.Partition).
+func (s *Stage) freshEnd(ctx context.Context, p int32, after time.Time) (int64, window.PeerMarks, error) {
 	s.endsMu.Lock()
 	defer s.endsMu.Unlock()
 	if s.ends == nil || s.endsAt.Before(after) {
 		at := s.now()
+		// Before the request goes out: a peer watermark learned while it
+		// is under way may come from rows written after the end it finds.
+		marks := s.peers.Marks()
 		ends, err := s.deps.Kafka.EndOffsets(ctx, s.cfg.Topic)
 		if err != nil {
-			return 0, err
+			return 0, window.PeerMarks{}, err
 		}
-		s.ends, s.endsAt = ends, at
+		s.ends, s.endsAt, s.endsMarks = ends, at, marks
 	}
-	return s.ends[p], nil
+	return s.ends[p], s.endsMarks, nil
 }
 
 func (s *Stage) noteWatermark(p int32, wm Watermark) {

@@ -379,13 +379,24 @@ func (t *task) push(ctx context.Context, i int, b *Batch) error {
 // is pending past the commit interval, when the watermark or idleness
 // moved, or when an operator asks for time (EMIT EVERY).
 func (t *task) onTick(ctx context.Context) error {
-	if t.clock == nil && t.part.Quiet() {
+	if t.clock == nil {
 		// Without a fresh end offset (Kafka out of reach) the partition
 		// cannot be confirmed idle: it holds its watermark, and the next
-		// tick asks again.
-		if end, err := t.st.freshEnd(ctx, t.p, t.part.QuietSince()); err == nil {
-			t.part.ConfirmIdle(end)
-			t.reportLag()
+		// tick asks again. Idle, it confirms again while its peers move
+		// on (an end from the last tick interval will do): each time it
+		// may follow them as far as they were before that fetch.
+		var after time.Time
+		switch {
+		case t.part.Quiet():
+			after = t.part.QuietSince()
+		case t.part.Following():
+			after = t.st.now().Add(-t.st.tickEvery())
+		}
+		if !after.IsZero() {
+			if end, marks, err := t.st.freshEnd(ctx, t.p, after); err == nil {
+				t.part.ConfirmIdle(end, marks)
+				t.reportLag()
+			}
 		}
 	}
 	due := t.stalled != nil || t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery()

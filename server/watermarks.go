@@ -15,8 +15,13 @@ import (
 // an idle partition advances with processing time no further than the
 // highest own watermark among its peers (the other partitions of its
 // input), and with a stage's partitions spread over several processes its
-// peers are mostly elsewhere. A value late or lost only holds an idle
-// partition back a little longer; it never closes a window early.
+// peers are mostly elsewhere. A value counts for an idle partition once it
+// is known here before a fresh fetch of the partition's end offset
+// (window.Partition): the peer's task read the rows behind it before
+// publishing it, so rows written to the idle partition before those are
+// below that end. A value late or lost only holds an idle partition (and
+// the merge behind a hop) back a little longer; it never closes a window
+// early.
 
 // watermarkBoard publishes this process's task watermarks.
 type watermarkBoard struct {

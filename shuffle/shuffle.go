@@ -13,9 +13,13 @@
 // "p is idle"). A reader's watermark on an internal partition is the
 // minimum over the source partitions' watermarks: a window closes only once
 // every source partition has passed it. A source partition that is idle
-// sends the watermark idleness gave it (it advances with processing time,
-// never past its peers: window.Partition), so a quiet partition never holds
-// readers back for good, and one that never had data does not count.
+// sends the watermark idleness gave it (window.Partition: it advances with
+// processing time, never past the peers' watermark its task knew before it
+// last found nothing more to read on a fresh end offset, and one that never
+// had data takes that peers' watermark), so a quiet partition never holds
+// readers back for good. A source partition without a watermark, idle or
+// not, holds them: its first rows may belong to any window (the seed: "a
+// slow partition delays results rather than corrupting them").
 package shuffle
 
 import (
@@ -49,8 +53,11 @@ const MarkerHeader = "turbine.marker"
 // Marker says how far source partition Source has been sent: its
 // watermark is MaxTime (HasTime false: none yet), and every record it sent
 // before the marker has gone out. Idle: the source partition had nothing
-// to read on a fresh end offset; idle without a watermark, it does not
-// count at all.
+// to read on a fresh end offset (or a FLUSH read it to its end); its
+// MaxTime is then what idleness gave it. A marker without a time holds
+// the reader, idle or not: earlier releases sent an idle partition that
+// never had data that way meaning "leave me out", which let a window close
+// before that partition's first rows, written with a peer's, arrived.
 type Marker struct {
 	Source  int32
 	MaxTime int64
@@ -111,18 +118,16 @@ func (p *Progress) Observe(m Marker) {
 }
 
 // Time is the watermark this internal partition has reached: the minimum
-// over the source partitions' watermarks, leaving out those idle without
-// one. ok is false until every source partition has reported, or while one
-// that is not idle has no watermark yet.
+// over the source partitions' watermarks. ok is false until every source
+// partition has reported one: a source partition without a watermark, idle
+// or not, holds the reader (its sending side gives an idle one its peers'
+// watermark as soon as that is safe: window.Partition).
 func (p *Progress) Time() (t int64, ok bool) {
 	if len(p.sources) < p.want {
 		return 0, false
 	}
 	for _, m := range p.sources {
 		if !m.HasTime {
-			if m.Idle {
-				continue
-			}
 			return 0, false
 		}
 		if !ok || m.MaxTime < t {

@@ -37,11 +37,42 @@ func TestProgress(t *testing.T) {
 			t.Fatalf("step %d (%+v): time %d/%v, want %d/%v", i, s.m, got, ok, s.want, s.wantOK)
 		}
 	}
+}
+
+// TestProgressIdleWithoutTimeHolds scripts the markers of issue 38: source
+// 1 never had a row and was confirmed idle, then rows were written to both
+// sources together and source 0's hop task read its rows first. Its marker
+// must not close a window on its own: source 1's first rows may belong to
+// it. Source 1 moves the reader only with a time of its own, or the one
+// idleness gave it (its peers' watermark, taken before a fresh end offset
+// showed nothing to read: window.Partition).
+func TestProgressIdleWithoutTimeHolds(t *testing.T) {
+	p := NewProgress(2)
+	p.Observe(Marker{Source: 1, Idle: true})
+	p.Observe(Marker{Source: 0, MaxTime: 90_000, HasTime: true})
+	if got, ok := p.Time(); ok {
+		t.Fatalf("source 1 idle without a time let the reader reach %d", got)
+	}
+	p.Observe(Marker{Source: 1, Idle: true}) // confirmed again: still nothing
+	if got, ok := p.Time(); ok {
+		t.Fatalf("a repeated idle marker without a time let the reader reach %d", got)
+	}
+	p.Observe(Marker{Source: 1, MaxTime: 30_000, HasTime: true}) // its rows
+	if got, ok := p.Time(); !ok || got != 30_000 {
+		t.Fatalf("with source 1's rows: %d/%v, want 30000", got, ok)
+	}
+	p.Observe(Marker{Source: 1, MaxTime: 90_000, HasTime: true, Idle: true}) // idle, caught up with its peer
+	if got, ok := p.Time(); !ok || got != 90_000 {
+		t.Fatalf("source 1 idle at its peer's watermark: %d/%v, want 90000", got, ok)
+	}
+
+	// The same when every source is idle without a time (a FLUSH of an
+	// empty input): nothing to close, nothing passed.
 	empty := NewProgress(2)
-	empty.Observe(Marker{Source: 0, MaxTime: 9, HasTime: true})
+	empty.Observe(Marker{Source: 0, Idle: true})
 	empty.Observe(Marker{Source: 1, Idle: true})
-	if got, ok := empty.Time(); !ok || got != 9 {
-		t.Fatalf("a source idle without data: %d/%v, want 9 (it does not count)", got, ok)
+	if got, ok := empty.Time(); ok {
+		t.Fatalf("no source has a time, yet the reader reached %d", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -34,6 +35,10 @@ type Partition struct {
 	// and come back with data (false); FLUSH's passing idleness is not
 	// reported, it would be a pair of lines at every FLUSH.
 	OnIdle func(idle bool)
+	// FeedsMerge: the watermark is sent on to where partitions meet (a
+	// hop's markers), so an idle partition without an event time takes
+	// its peers' confirmed watermark (see the type's comment).
+	FeedsMerge bool
 
 	Next    int64 // next offset to read
 	End     int64 // log end offset last seen
@@ -43,7 +48,12 @@ type Partition struct {
 	lastData  time.Time // when records last arrived, or tracking began
 	idle      bool      // confirmed idle on a fresh end offset
 	idleSince time.Time
-	flushIdle bool // read to its end by a FLUSH, until new data arrives
+	// idlePeer: the peers' highest own watermark known before the last
+	// fresh end offset that found nothing more to read (hasIdlePeer
+	// false: none yet); an idle partition advances no further.
+	idlePeer    int64
+	hasIdlePeer bool
+	flushIdle   bool // read to its end by a FLUSH, until new data arrives
 	// flushPeer: the peers' highest own watermark when the FLUSH read the
 	// partition to its end (hasFlushPeer false: no peer had one).
 	flushPeer    int64
@@ -121,17 +131,39 @@ func (p *Partition) Quiet() bool {
 // when Quiet): an end offset fetched after it is fresh enough to confirm.
 func (p *Partition) QuietSince() time.Time { return p.lastData.Add(p.IdleTimeout) }
 
-// ConfirmIdle takes a freshly fetched end offset: if there is still nothing
-// to read, the partition is idle from now on (its watermark advances with
-// processing time); otherwise it has data and holds its watermark.
-func (p *Partition) ConfirmIdle(freshEnd int64) {
-	p.SawEnd(freshEnd)
-	if p.idle || p.Next < p.End || p.Now().Sub(p.lastData) < p.IdleTimeout {
-		return
+// Following reports whether the partition is idle and its peers have
+// moved past the watermark it last confirmed: the caller should then
+// fetch its end offset afresh (taking PeerMarks before the fetch) and
+// call ConfirmIdle, so it follows them.
+func (p *Partition) Following() bool {
+	if !p.idle || p.Peers == nil {
+		return false
 	}
-	p.idle, p.idleSince = true, p.lastData.Add(p.IdleTimeout)
-	if p.OnIdle != nil {
-		p.OnIdle(true)
+	peer, ok := p.Peers.maxExcept(p.ID)
+	return ok && (!p.hasIdlePeer || peer > p.idlePeer)
+}
+
+// ConfirmIdle takes a freshly fetched end offset and the peers' own
+// watermarks as the task knew them before that fetch was sent. If there
+// is still nothing to read, the partition is idle from now on (its
+// watermark advances with processing time), and it may advance as far as
+// those peers' highest; otherwise it has data and holds its watermark.
+func (p *Partition) ConfirmIdle(freshEnd int64, before PeerMarks) {
+	p.SawEnd(freshEnd)
+	if p.Next < p.End {
+		return // rows to read: it holds where it is
+	}
+	if !p.idle {
+		if p.Now().Sub(p.lastData) < p.IdleTimeout {
+			return
+		}
+		p.idle, p.idleSince = true, p.lastData.Add(p.IdleTimeout)
+		if p.OnIdle != nil {
+			p.OnIdle(true)
+		}
+	}
+	if peer, ok := before.maxExcept(p.ID); ok && (!p.hasIdlePeer || peer > p.idlePeer) {
+		p.idlePeer, p.hasIdlePeer = peer, true
 	}
 }
 
@@ -167,12 +199,17 @@ func (p *Partition) Effective() (int64, bool) {
 		// comment).
 		raise(p.flushPeer)
 	}
-	if p.idle && hasOwn && p.Peers != nil {
-		if peer, hasPeer := p.Peers.maxExcept(p.ID); hasPeer {
+	if p.idle && p.hasIdlePeer {
+		switch {
+		case hasOwn:
 			// Idle: its own watermark advanced by the processing time
-			// since it went idle, never past its peers. What it reached
-			// before stays (eff never moves back).
-			raise(min(own+p.Now().Sub(p.idleSince).Milliseconds(), peer))
+			// since it went idle, never past the peers it confirmed.
+			// What it reached before stays (eff never moves back).
+			raise(min(own+p.Now().Sub(p.idleSince).Milliseconds(), p.idlePeer))
+		case p.FeedsMerge:
+			// Nothing of its own to advance: where the peers it
+			// confirmed are (see the type's comment).
+			raise(p.idlePeer)
 		}
 	}
 	if ok && (!p.hasEff || wm > p.eff) {
@@ -212,9 +249,35 @@ func (s *Peers) set(p int32, wm int64) {
 func (s *Peers) maxExcept(p int32) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return maxExcept(s.own, p)
+}
+
+// Marks copies the peers' own watermarks as they stand: taken before an
+// end offset is fetched, they are what ConfirmIdle may advance to (nil
+// Peers: none).
+func (s *Peers) Marks() PeerMarks {
+	if s == nil {
+		return PeerMarks{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return PeerMarks{own: maps.Clone(s.own)}
+}
+
+// PeerMarks are the own watermarks of an input's partitions at one moment
+// (Peers.Marks).
+type PeerMarks struct{ own map[int32]int64 }
+
+// MarksOf builds PeerMarks from partition watermarks (tests, and callers
+// that know them some other way).
+func MarksOf(own map[int32]int64) PeerMarks { return PeerMarks{own: maps.Clone(own)} }
+
+func (m PeerMarks) maxExcept(p int32) (int64, bool) { return maxExcept(m.own, p) }
+
+func maxExcept(own map[int32]int64, p int32) (int64, bool) {
 	var m int64
 	ok := false
-	for q, wm := range s.own {
+	for q, wm := range own {
 		if q != p && (!ok || wm > m) {
 			m, ok = wm, true
 		}

@@ -129,12 +129,12 @@ func TestPartitionIdleness(t *testing.T) {
 		t.Fatal("not quiet after its timeout")
 	}
 	// A fresh end offset shows unread rows: not idle, it holds.
-	p1.ConfirmIdle(5)
+	p1.ConfirmIdle(5, peers.Marks())
 	check("p1 has unread rows", p1, 1900, true)
 	p1.Read(5, 2100, true)
 	check("p1 read them", p1, 2000, true)
 	clk.advance(5 * time.Second)
-	p1.ConfirmIdle(5) // idle since 0 s ago (5 s after its last data)
+	p1.ConfirmIdle(5, peers.Marks()) // idle since 0 s ago (5 s after its last data)
 	check("p1 just idle", p1, 2000, true)
 	clk.advance(1500 * time.Millisecond)
 	check("p1 advances with processing time", p1, 3500, true)
@@ -144,12 +144,12 @@ func TestPartitionIdleness(t *testing.T) {
 	check("p1 back with data: never back", p1, 4900, true)
 	// p0 is the highest: with no peer above it, idleness does not move it.
 	clk.advance(10 * time.Second)
-	p0.ConfirmIdle(10)
+	p0.ConfirmIdle(10, peers.Marks())
 	check("p0 idle, nothing above", p0, 4900, true)
 	// A partition that never had data moves only with a FLUSH.
 	p2 := NewPartition(2, 100, 5*time.Second, clk.now, peers, 0, 0, false)
 	clk.advance(10 * time.Second)
-	p2.ConfirmIdle(0)
+	p2.ConfirmIdle(0, peers.Marks())
 	check("p2 idle without data", p2, 0, false)
 	p2.FlushedTo(0)
 	check("p2 flushed", p2, 4900, true)
@@ -209,11 +209,124 @@ func TestFlushLiftStaysWhereTheFlushSawPeers(t *testing.T) {
 	if !p3.Quiet() {
 		t.Fatal("p3 not quiet after its timeout")
 	}
-	p3.ConfirmIdle(5)
+	p3.ConfirmIdle(5, peers3.Marks())
 	clk.advance(3 * time.Second)
 	check("p3 idle 3 s: 1000+3000 is below the lift", p3, 20000)
 	clk.advance(30 * time.Second)
 	check("p3 idle 33 s: 1000+33000", p3, 34000)
 	clk.advance(time.Hour)
 	check("p3 idle: never past its peers", p3, 60000)
+}
+
+// TestIdleFollowsOnlyPeersKnownBeforeItsFetch walks issue 38's race: two
+// partitions quiet past their timeout, then rows written to both at once,
+// and partition 0's task reads its rows first. Partition 1 may advance
+// only as far as the peers' watermark it knew before an end offset fetched
+// afresh showed it had nothing more to read: not to partition 0's new
+// watermark while its own rows of the same window wait in Kafka.
+func TestIdleFollowsOnlyPeersKnownBeforeItsFetch(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	peers := NewPeers()
+	p0 := NewPartition(0, 0, time.Second, clk.now, peers, 0, 0, false)
+	p1 := NewPartition(1, 0, time.Second, clk.now, peers, 0, 0, false)
+	check := func(name string, p *Partition, want int64, wantOK bool) {
+		t.Helper()
+		if wm, ok := p.Effective(); wm != want || ok != wantOK {
+			t.Fatalf("%s: watermark %d/%v, want %d/%v", name, wm, ok, want, wantOK)
+		}
+	}
+	p0.Read(10, 59_000, true)
+	p1.Read(10, 58_000, true)
+	// The quiet spell: 8 s, idle after 1.
+	clk.advance(8 * time.Second)
+	for _, p := range []*Partition{p0, p1} {
+		if !p.Quiet() {
+			t.Fatalf("partition %d not quiet", p.ID)
+		}
+		p.ConfirmIdle(10, peers.Marks())
+	}
+	check("p1 idle 7 s: 58000+7000, capped by p0", p1, 59_000, true)
+	if p1.Following() {
+		t.Fatal("p1 follows with nothing new among its peers")
+	}
+	// Rows for both, written together; p0's task reads its rows first.
+	p0.Read(20, 90_000, true)
+	check("p1 does not jump to what p0 read after its last fetch", p1, 59_000, true)
+	if !p1.Following() {
+		t.Fatal("p1 does not ask to follow its peers")
+	}
+	// p1's next fetch, sent after it knew p0's 90000, finds its own rows.
+	marks := peers.Marks()
+	p1.ConfirmIdle(20, marks)
+	check("p1 with unread rows holds", p1, 59_000, true)
+	p1.Read(20, 59_500, true)
+	check("p1 with its rows", p1, 59_500, true)
+	// Quiet for good from here: idle again, it follows p0 with processing time.
+	clk.advance(2 * time.Second)
+	if !p1.Quiet() {
+		t.Fatal("p1 not quiet again")
+	}
+	p1.ConfirmIdle(20, peers.Marks())
+	check("p1 idle again for 1 s", p1, 60_500, true)
+	clk.advance(time.Minute)
+	check("p1 quiet for good reaches p0", p1, 90_000, true)
+
+	// Marks taken before a peer moved stay what the partition may reach,
+	// however late ConfirmIdle runs.
+	p2 := NewPartition(2, 0, time.Second, clk.now, peers, 0, 0, false)
+	p2.Read(5, 100_000, true)
+	clk.advance(2 * time.Second)
+	before := peers.Marks()
+	p0.Read(30, 500_000, true)
+	p2.ConfirmIdle(5, before)
+	clk.advance(time.Hour)
+	check("p2 reaches only the marks taken before its fetch", p2, 100_000, true)
+	if !p2.Following() {
+		t.Fatal("p2 does not ask to follow p0's new watermark")
+	}
+	p2.ConfirmIdle(5, peers.Marks())
+	check("p2 confirmed after p0 moved", p2, 500_000, true)
+}
+
+// TestIdleWithoutTimeFeedingMerge: a partition that never had an event
+// time keeps none in a local plan, idle or not, so its first rows are never
+// late by another partition's progress. One whose watermark a hop sends on
+// (FeedsMerge) holds the merge until, idle, it has confirmed its peers'
+// watermark on a fresh fetch, then follows them, so it never holds the
+// merge for good.
+func TestIdleWithoutTimeFeedingMerge(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	peers := NewPeers()
+	p0 := NewPartition(0, 0, time.Second, clk.now, peers, 0, 0, false)
+	local := NewPartition(1, 0, time.Second, clk.now, peers, 0, 0, false)
+	hop := NewPartition(2, 0, time.Second, clk.now, peers, 0, 0, false)
+	hop.FeedsMerge = true
+	clk.advance(2 * time.Second)
+	for _, p := range []*Partition{local, hop} {
+		p.ConfirmIdle(0, peers.Marks())
+		if wm, ok := p.Effective(); ok {
+			t.Fatalf("partition %d idle with no peer time: watermark %d", p.ID, wm)
+		}
+	}
+	p0.Read(10, 70_000, true)
+	for _, p := range []*Partition{local, hop} {
+		if wm, ok := p.Effective(); ok {
+			t.Fatalf("partition %d took a peer's watermark it has not confirmed: %d", p.ID, wm)
+		}
+		if !p.Following() {
+			t.Fatalf("partition %d does not ask to follow", p.ID)
+		}
+		p.ConfirmIdle(0, peers.Marks())
+	}
+	if wm, ok := local.Effective(); ok {
+		t.Fatalf("local partition without data took watermark %d", wm)
+	}
+	if wm, ok := hop.Effective(); !ok || wm != 70_000 {
+		t.Fatalf("hop partition without data: %d/%v, want its peer's 70000", wm, ok)
+	}
+	// Its first rows, written later, are behind: late, as the merge passed them.
+	hop.Read(5, 10_000, true)
+	if wm, ok := hop.Effective(); !ok || wm != 70_000 {
+		t.Fatalf("hop partition after its rows: %d/%v, want 70000 (never back)", wm, ok)
+	}
 }
