@@ -251,6 +251,36 @@ func (e *ErrInUse) Error() string {
 	return fmt.Sprintf("cannot drop %q: stream(s) %s read it", e.Name, strings.Join(e.Readers, ", "))
 }
 
+// Readers lists the streams that read name, directly or through other
+// streams, each after every stream that reads it: the order in which
+// DROP ... CASCADE drops them.
+func (c *Catalog) Readers(name string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	seen := map[string]bool{}
+	var visit func(string)
+	visit = func(n string) {
+		var direct []string
+		for _, st := range c.streams {
+			if st.Input == n && !seen[st.Name] {
+				direct = append(direct, st.Name)
+			}
+		}
+		sort.Strings(direct)
+		for _, r := range direct {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			visit(r)
+			out = append(out, r)
+		}
+	}
+	visit(name)
+	return out
+}
+
 func (c *Catalog) taken(name string) bool {
 	_, a := c.sources[name]
 	_, b := c.streams[name]

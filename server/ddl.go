@@ -585,6 +585,45 @@ func (s *Server) nameTaken(name string, ifNotExists, persist bool) (done bool, e
 func (s *Server) drop(st *sql.Drop) (*pgwire.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !st.Cascade {
+		return s.dropOne(st)
+	}
+	// CASCADE: the streams reading it go first, readers before what they
+	// read, each dropped as DROP STREAM would (their topics stay: DELETE
+	// TOPIC applies to the named stream only). One that cannot be dropped
+	// stops the statement there; those before it stay dropped.
+	readers := s.cat.Readers(st.Name)
+	var notices []pgwire.Notice
+	for _, r := range readers {
+		res, err := s.dropOne(&sql.Drop{Kind: "STREAM", Name: r})
+		if err != nil {
+			return nil, fmt.Errorf("DROP %s %s CASCADE: dropping stream %s: %w", st.Kind, st.Name, r, err)
+		}
+		notices = append(notices, res.Notices...)
+	}
+	res, err := s.dropOne(st)
+	if err != nil {
+		return nil, err
+	}
+	if len(readers) > 0 {
+		// PostgreSQL's words: one NOTICE, one detail line a dependent.
+		detail := make([]string, len(readers))
+		for i, r := range readers {
+			detail[i] = "drop cascades to stream " + r
+		}
+		msg := "drop cascades to stream " + readers[0]
+		if len(readers) > 1 {
+			msg = fmt.Sprintf("drop cascades to %d other objects", len(readers))
+		}
+		notices = append([]pgwire.Notice{{Message: msg, Detail: strings.Join(detail, "\n")}}, notices...)
+	}
+	res.Notices = append(notices, res.Notices...)
+	return res, nil
+}
+
+// dropOne drops one source or stream (s.mu held); streams reading it
+// refuse it (catalog.ErrInUse).
+func (s *Server) dropOne(st *sql.Drop) (*pgwire.Result, error) {
 	kind := catalog.KindSource
 	if st.Kind == "STREAM" {
 		kind = catalog.KindStream

@@ -220,7 +220,7 @@ func classify(err error) error {
 	case errors.As(err, &notFound):
 		return &sql.Error{Code: sql.CodeUndefinedTable, Message: err.Error(), HintMsg: "SHOW SOURCES and SHOW STREAMS list what exists", Err: err}
 	case errors.As(err, &inUse):
-		return &sql.Error{Code: sql.CodeDependentObjects, Message: err.Error(), HintMsg: "drop the streams that read it first", Err: err}
+		return &sql.Error{Code: sql.CodeDependentObjects, Message: err.Error(), HintMsg: "DROP ... CASCADE drops them too; or drop them first", Err: err}
 	}
 	return &sql.Error{Code: sql.CodeInternal, Message: err.Error(), Err: err}
 }

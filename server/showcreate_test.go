@@ -57,3 +57,49 @@ func TestShowCreateRecreates(t *testing.T) {
 		t.Fatalf("re-created stream: %s %d, %v; want zoe 42", who, doubled, err)
 	}
 }
+
+// TestDropCascadeNotice: DROP ... CASCADE says what it dropped as
+// PostgreSQL does (one NOTICE, a detail line per dependent), readers
+// before what they read, and the dropped streams stop.
+func TestDropCascadeNotice(t *testing.T) {
+	parallel(t)
+	srv := startTestServer(t, t.TempDir())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := connectNotices(ctx, t, srv)
+	defer c.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE ev (k TEXT, v BIGINT) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
+		`CREATE STREAM big WITH (message_key = 'k') AS SELECT k, v FROM ev WHERE v > 10`,
+		`CREATE STREAM big_sum AS SELECT k, SUM(v) AS s FROM big GROUP BY k`,
+		`CREATE STREAM per_k AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	c.takeNotices()
+	if _, err := c.Exec(ctx, `DROP SOURCE ev CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	ns := c.takeNotices()
+	if len(ns) == 0 || ns[0].Message != "drop cascades to 3 other objects" ||
+		ns[0].Detail != "drop cascades to stream big_sum\ndrop cascades to stream big\ndrop cascades to stream per_k" {
+		t.Fatalf("notices %+v, want one naming big_sum, big, per_k in that order", ns)
+	}
+	if n := len(srv.cat.Readers("ev")); n != 0 {
+		t.Errorf("%d readers of ev left", n)
+	}
+	for _, name := range []string{"ev", "big", "big_sum", "per_k"} {
+		if _, ok := srv.cat.Relation(name); ok {
+			t.Errorf("%s still in the catalog", name)
+		}
+	}
+	srv.mu.Lock()
+	running := len(srv.streams)
+	srv.mu.Unlock()
+	if running != 0 {
+		t.Errorf("%d streams still running after the cascade", running)
+	}
+}

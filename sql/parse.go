@@ -244,7 +244,16 @@ func (p *stmtParser) statement() (Statement, error) {
 			return nil, err
 		}
 		d.Name = name
-		d.DeleteTopic = p.accept("DELETE", "TOPIC")
+		// [CASCADE | RESTRICT] and [DELETE TOPIC], in either order.
+		for range 2 {
+			switch {
+			case !d.DeleteTopic && p.accept("DELETE", "TOPIC"):
+				d.DeleteTopic = true
+			case !d.Cascade && p.accept("CASCADE"):
+				d.Cascade = true
+			case p.accept("RESTRICT"):
+			}
+		}
 		return d, p.atEnd()
 	case t.Is("EXPLAIN"):
 		p.next()

@@ -95,6 +95,9 @@ type Drop struct {
 	// DeleteTopic (ksqlDB's DELETE TOPIC): the stream's output topic and
 	// internal topics go with it.
 	DeleteTopic bool
+	// Cascade (PostgreSQL's CASCADE): the streams reading it, and those
+	// reading them, are dropped first. RESTRICT, the default, refuses.
+	Cascade bool
 }
 
 // AlterStream is ALTER STREAM name {RESTART | STOP | START}.
