@@ -705,13 +705,13 @@ func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
 	if n := len(r.out.take()); n != 1 {
 		t.Fatalf("first read: %d dead letters, want 1", n)
 	}
-	op.TxnAborted()
+	op.Abandoned()
 	op, r = run()
 	if n := len(r.out.take()); n != 1 {
 		t.Fatalf("read again after the abort: %d dead letters, want 1 (the aborted one never reached the topic)", n)
 	}
-	op.TxnCommitted()
-	op.TxnAborted() // nothing left to give back
+	op.Confirmed()
+	op.Abandoned() // nothing left to give back
 	if _, r = run(); len(r.out.take()) != 0 {
 		t.Fatal("a dead letter whose transaction committed was written again")
 	}
