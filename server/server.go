@@ -488,7 +488,7 @@ func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
 	if src.OnError != "dlq" {
 		return
 	}
-	err := s.kafka.ReadTail(ctx, src.DLQTopic, 100_000, func(r *kafkaio.Record) error {
+	err := s.kafka.ReadTail(ctx, src.DLQTopic, dataflow.DeadLettersKept, func(r *kafkaio.Record) error {
 		var name, part, off string
 		for _, h := range r.Headers {
 			switch h.Key {
