@@ -25,6 +25,7 @@ const (
 	CodeNotInPrereqState = "55000"
 	CodeInsufficientPriv = "42501"
 	CodeUndefinedObject  = "42704"
+	CodeNotNullViolation = "23502"
 )
 
 // Error is a user-facing error with a SQLSTATE, an optional hint saying what
