@@ -25,10 +25,15 @@ import (
 // behind) writes it again: a duplicate in the topic, never a loss.
 type DeadLetters struct {
 	mu      sync.Mutex
-	claimed map[string]map[int32][]int64 // source → partition → offsets, ascending
+	claimed map[Letters]map[int32][]int64 // partition → offsets, ascending
 	// MaxPerPartition bounds the offsets kept per source partition.
 	MaxPerPartition int
 }
+
+// Letters names where a source's dead letters go: the source and its
+// dead-letter topic. A record is written once to each (a source re-created
+// with another dead-letter topic writes there what it finds bad).
+type Letters struct{ Source, Topic string }
 
 // DeadLettersKept is the default MaxPerPartition: as many as the server
 // seeds from the tail of a dead-letter topic at start.
@@ -36,30 +41,31 @@ const DeadLettersKept = 100_000
 
 // NewDeadLetters is an empty registry.
 func NewDeadLetters() *DeadLetters {
-	return &DeadLetters{claimed: map[string]map[int32][]int64{}, MaxPerPartition: DeadLettersKept}
+	return &DeadLetters{claimed: map[Letters]map[int32][]int64{}, MaxPerPartition: DeadLettersKept}
 }
 
-// Seen records that source's partition p has a dead letter at off.
-func (d *DeadLetters) Seen(source string, p int32, off int64) {
+// Seen records that the dead-letter topic of l holds the record of l's
+// source at partition p, offset off.
+func (d *DeadLetters) Seen(l Letters, p int32, off int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.add(source, p, off)
+	d.add(l, p, off)
 }
 
-// Claim reports whether the caller writes the dead letter of (source, p,
-// off): true for the first stage to reach it.
-func (d *DeadLetters) Claim(source string, p int32, off int64) bool {
+// Claim reports whether the caller writes the dead letter of the record
+// of l's source at (p, off): true for the first stage to reach it.
+func (d *DeadLetters) Claim(l Letters, p int32, off int64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.add(source, p, off)
+	return d.add(l, p, off)
 }
 
 // add inserts off, reporting false when it was there already.
-func (d *DeadLetters) add(source string, p int32, off int64) bool {
-	parts := d.claimed[source]
+func (d *DeadLetters) add(l Letters, p int32, off int64) bool {
+	parts := d.claimed[l]
 	if parts == nil {
 		parts = map[int32][]int64{}
-		d.claimed[source] = parts
+		d.claimed[l] = parts
 	}
 	offs := parts[p]
 	// Offsets mostly arrive in order: appending is the common case.
@@ -81,16 +87,16 @@ func (d *DeadLetters) add(source string, p int32, off int64) bool {
 	return true
 }
 
-// Release gives back the claim of source's partition p at off: an
+// Release gives back the claim of the record of l's source at (p, off): an
 // exactly-once stage claimed it in a transaction that aborted (or an
 // at-least-once stage failed before Kafka acknowledged it), so it may not
 // be in the dead-letter topic and whoever reads the record next must
 // write it.
-func (d *DeadLetters) Release(source string, p int32, off int64) {
+func (d *DeadLetters) Release(l Letters, p int32, off int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	offs := d.claimed[source][p]
+	offs := d.claimed[l][p]
 	if i, found := slices.BinarySearch(offs, off); found {
-		d.claimed[source][p] = slices.Delete(offs, i, i+1)
+		d.claimed[l][p] = slices.Delete(offs, i, i+1)
 	}
 }

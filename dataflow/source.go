@@ -50,7 +50,7 @@ type Source struct {
 	env *Env
 	// claims are the dead letters this task claimed since its last
 	// commit: not in the topic for sure until the commit (Provisional).
-	claims   []position
+	claims   []claim
 	countsIn prometheus.Counter // this task's records in, looked up once
 }
 
@@ -197,10 +197,10 @@ func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, b
 			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
 			o, claimable := s.origin(recs[br.Index])
 			if s.Letters != nil && claimable {
-				if !s.Letters.Claim(s.Input.Source.Name, o.Partition, o.Offset) {
+				if !s.Letters.Claim(Letters{s.Input.Source.Name, dlq}, o.Partition, o.Offset) {
 					continue // another stage reading the source wrote it
 				}
-				s.claims = append(s.claims, position{o.Partition, o.Offset})
+				s.claims = append(s.claims, claim{Letters{s.Input.Source.Name, dlq}, position{o.Partition, o.Offset}})
 			}
 			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: dlq, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp, Partition: o.Partition % n,
@@ -317,6 +317,12 @@ type position struct {
 	off int64
 }
 
+// claim is a dead letter claimed: where to, and which record.
+type claim struct {
+	to Letters
+	position
+}
+
 var _ Provisional = (*Source)(nil)
 
 // Confirmed: the dead letters claimed are in the topic.
@@ -327,7 +333,7 @@ func (s *Source) Confirmed() { s.claims = s.claims[:0] }
 // writes them.
 func (s *Source) Abandoned() {
 	for _, c := range s.claims {
-		s.Letters.Release(s.Input.Source.Name, c.p, c.off)
+		s.Letters.Release(c.to, c.p, c.off)
 	}
 	s.claims = s.claims[:0]
 }

@@ -508,7 +508,7 @@ func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
 		// repartition stream did before it named the source's) names no
 		// record of the source: claiming its position would refuse one.
 		if name == src.Name && topic == src.Topic && err1 == nil && err2 == nil {
-			s.letters.Seen(src.Name, int32(p), o)
+			s.letters.Seen(dataflow.Letters{Source: src.Name, Topic: src.DLQTopic}, int32(p), o)
 		}
 		return nil
 	})
