@@ -90,7 +90,7 @@ func (s *Source) Process(ctx context.Context, in *Batch) (*Batch, error) {
 	if len(derrs) > 0 || len(nerrs) > 0 {
 		// One pass over the batch's bad records of every kind, in offset
 		// order: the policy sees them as the partition holds them.
-		if err := s.onError(ctx, in.Partition, recs, inOrder(derrs, nerrs)); err != nil {
+		if err := s.onError(ctx, recs, inOrder(derrs, nerrs)); err != nil {
 			return nil, err
 		}
 	}
@@ -177,7 +177,7 @@ func inOrder(undecodable, noTime []exec.DecodeError) []badRecord {
 // dead_lettered (Stats.DLQ) counts the records of the source this stage
 // did not use because they belong in the dead-letter topic, whichever
 // stage reading the source wrote them there (once: Letters).
-func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, bad []badRecord) error {
+func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badRecord) error {
 	policy, dlq := "fail", ""
 	if src := s.Input.Source; src != nil {
 		policy, dlq = src.OnError, src.DLQTopic
@@ -187,7 +187,8 @@ func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, b
 	case "skip":
 		for _, br := range bad {
 			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
-			env.Log.Warn("skipped "+br.kind.what(), "topic", s.Input.Topic, "partition", p, "offset", recs[br.Index].Offset, "err", br.Err)
+			o, _ := s.origin(recs[br.Index])
+			env.Log.Warn("skipped "+br.kind.what(), "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "err", br.Err)
 		}
 		env.Stats.Skipped.Add(int64(len(bad)))
 		return nil
