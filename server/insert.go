@@ -60,12 +60,8 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 	}
 	// The event-time column is NOT NULL for INSERT: a row without one has
 	// no window, and every windowed stream of the source would refuse it
-	// (on_error) after the statement said it was written. With timestamp =
-	// 'kafka' the record's own timestamp is the event time.
-	evt := -1
-	if wm := src.Watermark; wm != nil && !src.KafkaTimestamp {
-		evt = src.Schema.Index(wm.Column)
-	}
+	// (on_error) after the statement said it was written.
+	evt := src.NotNullTime()
 	recs := make([]*kafkaio.Record, 0, len(st.Rows))
 	now := time.Now()
 	for ri, row := range st.Rows {
