@@ -59,6 +59,17 @@ type Source struct {
 	SQL            string
 }
 
+// NotNullTime is the index of the column INSERT must not leave NULL: the
+// event-time column its WATERMARK names, which a windowed stream cannot
+// place a row without (-1: none; with timestamp = 'kafka' the record's
+// timestamp is the event time, and the column is not read).
+func (s *Source) NotNullTime() int {
+	if s.Watermark == nil || s.KafkaTimestamp {
+		return -1
+	}
+	return s.Schema.Index(s.Watermark.Column)
+}
+
 // Watermark says which column is event time and how far behind the maximum
 // seen the watermark trails.
 type Watermark struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
@@ -23,10 +24,18 @@ import (
 // Each copy carries where it came from (SourceHeader: source partition and
 // offset). A hop that crashed after writing copies but before committing
 // writes them again; the reader (Markers) applies each source offset once.
+//
+// A row whose event time is NULL is passed on (a stream behind the hop may
+// not need one), but a stream windowed by that column dead-letters it: its
+// copy also carries the record's original key (KeyHeader), so the dead
+// letter is the source's record as it was. Other copies go without.
 type Exchange struct {
 	Topic      string // the internal topic
 	Partitions int    // its partition count
 	Col        int    // the column re-keyed by
+	// TimeCols are the source's TIMESTAMP columns, any of which a
+	// stream behind the hop may window by.
+	TimeCols []int
 
 	env *Env
 	// The hop's output distribution (turbine_repartition_*), resolved
@@ -62,6 +71,12 @@ func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	recs := make([]kafkaio.Record, n)
 	hdrs := make([]kafkaio.Header, n)
 	vals := make([]byte, 0, n*2*binary.MaxVarintLen64)
+	times := make([]*exec.Vec, 0, len(x.TimeCols))
+	for _, c := range x.TimeCols {
+		if v := b.Data.Cols[c]; v.Null != nil {
+			times = append(times, v)
+		}
+	}
 	nulls := 0
 	for i, idx := range b.Src[:n] {
 		src := b.Recs[idx]
@@ -70,6 +85,9 @@ func (x *Exchange) Process(ctx context.Context, b *Batch) (*Batch, error) {
 		hdrs[i] = kafkaio.Header{Key: SourceHeader, Value: vals[at:len(vals):len(vals)]}
 		r := &recs[i]
 		*r = kafkaio.Record{Topic: x.Topic, Value: src.Value, Timestamp: src.Timestamp, Headers: hdrs[i : i+1 : i+1]}
+		if src.Key != nil && anyNull(times, i) {
+			r.Headers = []kafkaio.Header{hdrs[i], {Key: KeyHeader, Value: src.Key}}
+		}
 		if key := keyText(col, i); key != nil {
 			r.Key = key
 			r.Partition = state.PartitionFor(key, x.Partitions)
@@ -133,6 +151,20 @@ func SendMarkers(ctx context.Context, env *Env, topic string, n int, wm Watermar
 // SourceHeader is the header of a repartitioned record naming its source
 // partition and offset (EncodeSource): short, since every record has one.
 const SourceHeader = "turbine.src"
+
+// anyNull reports whether row i is NULL in one of vs.
+func anyNull(vs []*exec.Vec, i int) bool {
+	for _, v := range vs {
+		if v.IsNull(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyHeader is the header of a repartitioned record without an event time
+// holding its source record's key (absent: the key was null).
+const KeyHeader = "turbine.key"
 
 // EncodeSource is SourceHeader's value: the partition and offset, varints.
 func EncodeSource(p int32, off int64) []byte { return appendSource(make([]byte, 0, 12), p, off) }

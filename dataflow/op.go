@@ -136,12 +136,15 @@ func (c *Commit) Restart(off int64) {
 	}
 }
 
-// TxnAware is an operator of an exactly-once task that holds something
-// outside the task's state until the task's transaction ends: the task
-// tells it whether the transaction committed or aborted.
-type TxnAware interface {
-	TxnCommitted()
-	TxnAborted()
+// Provisional is an operator that holds something outside the task's
+// state (a dead letter claimed) until what the task produced is safely in
+// Kafka: Confirmed when a commit's records are acknowledged (at-least-once)
+// or its transaction committed (exactly-once); Abandoned when the task
+// fails before that (the transaction aborted, or the batch will be read
+// again), so that nothing is taken for written that may not be.
+type Provisional interface {
+	Confirmed()
+	Abandoned()
 }
 
 // Producer sends records for a task; Flush (the task's, at its commit)

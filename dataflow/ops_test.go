@@ -682,38 +682,43 @@ func TestPartialAggHopShipsSlices(t *testing.T) {
 	}
 }
 
-// TestDeadLettersOfAnAbortedTransaction: an exactly-once task claims a
-// dead letter in its open transaction; if the transaction aborts, the
-// claim is given back so the same record read again (the stage restarted
-// from its state) is written, not lost; once a transaction commits, the
-// claim stands.
+// TestDeadLettersOfAnAbortedTransaction: a task claims a dead letter
+// before its commit; if the commit does not happen (an exactly-once
+// transaction aborts, an at-least-once task fails before Kafka
+// acknowledged it), the claim is given back so the same record read again
+// (the stage restarted from its state) is written, not lost; once a commit
+// confirms it, the claim stands.
 func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
-	bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
-	src := *evSource
-	src.OnError, src.DLQTopic = "dlq", "ev.dlq"
-	letters := NewDeadLetters()
-	run := func() (*Source, *rig) {
-		op := &Source{Input: evRelation(&src), TimeIdx: 3, DLQ: func(context.Context, string) int { return 1 }, Letters: letters}
-		r := newRig(t, nil, 0, 1, op)
-		r.env.ExactlyOnce = true
-		if _, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: []*kafkaio.Record{bad}}); err != nil {
-			t.Fatal(err)
-		}
-		return op, r
-	}
-	op, r := run()
-	if n := len(r.out.take()); n != 1 {
-		t.Fatalf("first read: %d dead letters, want 1", n)
-	}
-	op.TxnAborted()
-	op, r = run()
-	if n := len(r.out.take()); n != 1 {
-		t.Fatalf("read again after the abort: %d dead letters, want 1 (the aborted one never reached the topic)", n)
-	}
-	op.TxnCommitted()
-	op.TxnAborted() // nothing left to give back
-	if _, r = run(); len(r.out.take()) != 0 {
-		t.Fatal("a dead letter whose transaction committed was written again")
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(fmt.Sprint("exactly_once=", exactlyOnce), func(t *testing.T) {
+			bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
+			src := *evSource
+			src.OnError, src.DLQTopic = "dlq", "ev.dlq"
+			letters := NewDeadLetters()
+			run := func() (*Source, *rig) {
+				op := &Source{Input: evRelation(&src), TimeIdx: 3, DLQ: func(context.Context, string) int { return 1 }, Letters: letters}
+				r := newRig(t, nil, 0, 1, op)
+				r.env.ExactlyOnce = exactlyOnce
+				if _, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: []*kafkaio.Record{bad}}); err != nil {
+					t.Fatal(err)
+				}
+				return op, r
+			}
+			op, r := run()
+			if n := len(r.out.take()); n != 1 {
+				t.Fatalf("first read: %d dead letters, want 1", n)
+			}
+			op.Abandoned()
+			op, r = run()
+			if n := len(r.out.take()); n != 1 {
+				t.Fatalf("read again after the failed commit: %d dead letters, want 1 (the first may never have reached the topic)", n)
+			}
+			op.Confirmed()
+			op.Abandoned() // nothing left to give back
+			if _, r = run(); len(r.out.take()) != 0 {
+				t.Fatal("a dead letter whose commit was confirmed was written again")
+			}
+		})
 	}
 }
 

@@ -41,12 +41,16 @@ type Source struct {
 	// (22004) instead of being counted as late.
 	TimeRequired    bool
 	TimeRequiredIdx int
+	// FromHop: the records are copies read from a repartition hop's
+	// internal topic; a dead letter is the source's record they copy,
+	// claimed and written by its position in the source topic.
+	FromHop bool
 
 	dec *exec.JSONDecoder
 	env *Env
-	// claims: per partition, the lowest offset whose dead letter this
-	// exactly-once task claimed in its open transaction.
-	claims   map[int32]int64
+	// claims are the dead letters this task claimed since its last
+	// commit: not in the topic for sure until the commit (Provisional).
+	claims   []claim
 	countsIn prometheus.Counter // this task's records in, looked up once
 }
 
@@ -77,19 +81,17 @@ func (s *Source) Process(ctx context.Context, in *Batch) (*Batch, error) {
 	}
 	rec, decoded, derrs := s.dec.Decode(values)
 	defer rec.Release()
-	if len(derrs) > 0 {
-		if err := s.onError(ctx, in.Partition, recs, derrs, s.env.Metrics.DecodeErrors, "cannot decode record"); err != nil {
-			return nil, err
-		}
-	}
 	b := exec.BatchOf(rec, s.Input.Schema)
 	FillKafkaTime(s.Input, b, recs, decoded)
+	var nerrs []exec.DecodeError
 	if s.TimeRequired {
-		var nerrs []exec.DecodeError
-		if b, decoded, nerrs = s.dropNullTime(b, decoded); len(nerrs) > 0 {
-			if err := s.onError(ctx, in.Partition, recs, nerrs, s.env.Metrics.NullEventTime, "record without an event time"); err != nil {
-				return nil, err
-			}
+		b, decoded, nerrs = s.dropNullTime(b, decoded)
+	}
+	if len(derrs) > 0 || len(nerrs) > 0 {
+		// One pass over the batch's bad records of every kind, in offset
+		// order: the policy sees them as the partition holds them.
+		if err := s.onError(ctx, recs, inOrder(derrs, nerrs)); err != nil {
+			return nil, err
 		}
 	}
 	if s.Observe != nil {
@@ -118,13 +120,64 @@ func (s *Source) OnWatermark(context.Context, Watermark) (*Batch, error) { retur
 func (s *Source) Commit(context.Context, *Commit) error                  { return nil }
 func (s *Source) Close()                                                 {}
 
+// badKind is why a record cannot be used.
+type badKind uint8
+
+const (
+	badUndecodable badKind = iota // not JSON, or a field of the wrong type
+	badNoEventTime                // decoded, but its window's time is NULL
+)
+
+// what names the kind in logs and errors.
+func (k badKind) what() string {
+	if k == badNoEventTime {
+		return "record without an event time"
+	}
+	return "cannot decode record"
+}
+
+// counter is the kind's metric, labelled by stage and policy.
+func (k badKind) counter(m *Metrics) *prometheus.CounterVec {
+	if k == badNoEventTime {
+		return m.NullEventTime
+	}
+	return m.DecodeErrors
+}
+
+// badRecord is one record of a batch that the task cannot use.
+type badRecord struct {
+	exec.DecodeError
+	kind badKind
+}
+
+// inOrder merges the undecodable records and those without an event time
+// (each list in record order) into one list in record order.
+func inOrder(undecodable, noTime []exec.DecodeError) []badRecord {
+	out := make([]badRecord, 0, len(undecodable)+len(noTime))
+	for len(undecodable) > 0 || len(noTime) > 0 {
+		if len(noTime) == 0 || len(undecodable) > 0 && undecodable[0].Index < noTime[0].Index {
+			out = append(out, badRecord{undecodable[0], badUndecodable})
+			undecodable = undecodable[1:]
+		} else {
+			out = append(out, badRecord{noTime[0], badNoEventTime})
+			noTime = noTime[1:]
+		}
+	}
+	return out
+}
+
 // onError applies the input's on_error policy to records it cannot use
-// (undecodable, or without an event time): skip (counted, logged), dlq
-// (the original key, bytes and timestamp go to the dead-letter topic with
-// headers saying why and from where) or fail (an error naming topic,
-// partition and offset). Every input record is either processed or
-// accounted for; counter counts them by policy.
-func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, derrs []exec.DecodeError, counter *prometheus.CounterVec, what string) error {
+// (undecodable, or without an event time), given in record order: skip
+// (counted, logged), dlq (the original key, bytes and timestamp go to the
+// dead-letter topic with headers saying why and from where) or fail (an
+// error naming topic, partition and offset of the first). Every input
+// record is either processed or accounted for; each kind's metric counts
+// its records by policy.
+//
+// dead_lettered (Stats.DLQ) counts the records of the source this stage
+// did not use because they belong in the dead-letter topic, whichever
+// stage reading the source wrote them there (once: Letters).
+func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badRecord) error {
 	policy, dlq := "fail", ""
 	if src := s.Input.Source; src != nil {
 		policy, dlq = src.OnError, src.DLQTopic
@@ -132,48 +185,76 @@ func (s *Source) onError(ctx context.Context, p int32, recs []*kafkaio.Record, d
 	env := s.env
 	switch policy {
 	case "skip":
-		counter.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
-		for _, de := range derrs {
-			env.Log.Warn("skipped "+what, "topic", s.Input.Topic, "partition", p, "offset", recs[de.Index].Offset, "err", de.Err)
+		for _, br := range bad {
+			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+			o, _ := s.origin(recs[br.Index])
+			env.Log.Warn("skipped "+br.kind.what(), "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "err", br.Err)
 		}
-		env.Stats.Skipped.Add(int64(len(derrs)))
+		env.Stats.Skipped.Add(int64(len(bad)))
 		return nil
 	case "dlq":
 		n := int32(s.DLQ(ctx, dlq))
-		for _, de := range derrs {
-			src := recs[de.Index]
-			if s.Letters != nil {
-				if !s.Letters.Claim(s.Input.Source.Name, src.Partition, src.Offset) {
+		for _, br := range bad {
+			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+			o, claimable := s.origin(recs[br.Index])
+			if s.Letters != nil && claimable {
+				if !s.Letters.Claim(Letters{s.Input.Source.Name, dlq}, o.Partition, o.Offset) {
 					continue // another stage reading the source wrote it
 				}
-				if env.ExactlyOnce {
-					s.provisional(src.Partition, src.Offset)
-				}
+				s.claims = append(s.claims, claim{Letters{s.Input.Source.Name, dlq}, position{o.Partition, o.Offset}})
 			}
 			env.Out.ProduceOr(ctx, &kafkaio.Record{
-				Topic: dlq, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
+				Topic: dlq, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp, Partition: o.Partition % n,
 				Headers: []kafkaio.Header{
-					{Key: "turbine.error", Value: []byte(de.Err.Error())},
-					{Key: "turbine.source.topic", Value: []byte(src.Topic)},
-					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(src.Partition)))},
-					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(src.Offset, 10))},
+					{Key: "turbine.error", Value: []byte(br.Err.Error())},
+					{Key: "turbine.source.topic", Value: []byte(o.Topic)},
+					{Key: "turbine.source.partition", Value: []byte(strconv.Itoa(int(o.Partition)))},
+					{Key: "turbine.source.offset", Value: []byte(strconv.FormatInt(o.Offset, 10))},
 					{Key: "turbine.stream", Value: []byte(env.Name)},
 					{Key: "turbine.source", Value: []byte(s.Input.Source.Name)},
 				},
 			}, func(r *kafkaio.Record) { env.Out.Produce(ctx, Truncated(r)) })
 		}
-		counter.WithLabelValues(env.Name, policy).Add(float64(len(derrs)))
-		env.Stats.DLQ.Add(int64(len(derrs)))
+		env.Stats.DLQ.Add(int64(len(bad)))
 		return nil
 	}
-	de := derrs[0]
+	br := bad[0]
+	o, _ := s.origin(recs[br.Index])
 	if s.Input.Stream != nil {
 		// A stream's output has no on_error of its own to name.
 		return fmt.Errorf("%s at %s/%d offset %d: %w (the record is in the output topic of stream %q but does not have its columns: something other than the stream wrote it there)",
-			what, s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
+			br.kind.what(), o.Topic, o.Partition, o.Offset, br.Err, s.Input.Name)
 	}
 	return fmt.Errorf("%s at %s/%d offset %d: %w (set on_error = 'skip' or 'dlq' on source %s to keep going)",
-		what, s.Input.Topic, p, recs[de.Index].Offset, de.Err, s.Input.Name)
+		br.kind.what(), o.Topic, o.Partition, o.Offset, br.Err, s.Input.Name)
+}
+
+// origin is the source's record that rec is: rec itself, or, for a copy
+// read from a repartition hop (FromHop), the record of the source topic it
+// copies, by the position the copy names (SourceHeader) and with the key
+// the hop kept for it (KeyHeader). claimable is false for a copy that
+// names no position (none can be claimed by its hop topic's position:
+// that is not a position of the source).
+func (s *Source) origin(rec *kafkaio.Record) (o kafkaio.Record, claimable bool) {
+	if !s.FromHop {
+		return *rec, true
+	}
+	o = kafkaio.Record{Topic: s.Input.Topic, Value: rec.Value, Timestamp: rec.Timestamp}
+	v, ok := header(rec, SourceHeader)
+	if !ok {
+		o.Topic, o.Partition, o.Offset = rec.Topic, rec.Partition, rec.Offset
+		return o, false
+	}
+	p, off, err := DecodeSource(v)
+	if err != nil {
+		o.Topic, o.Partition, o.Offset = rec.Topic, rec.Partition, rec.Offset
+		return o, false
+	}
+	o.Partition, o.Offset = p, off
+	if k, ok := header(rec, KeyHeader); ok {
+		o.Key = append([]byte{}, k...)
+	}
+	return o, true
 }
 
 // dropNullTime takes the rows without an event time out of b (and their
@@ -236,27 +317,29 @@ func AppendSeq(b *exec.Batch, recs []*kafkaio.Record, decoded []int) {
 	b.Cols = append(b.Cols, seq)
 }
 
-// provisional remembers a dead letter claimed in the open transaction: it
-// is written only if the transaction commits.
-func (s *Source) provisional(p int32, off int64) {
-	if s.claims == nil {
-		s.claims = map[int32]int64{}
-	}
-	if old, ok := s.claims[p]; !ok || off < old {
-		s.claims[p] = off
-	}
+// position is a record's place in its topic.
+type position struct {
+	p   int32
+	off int64
 }
 
-var _ TxnAware = (*Source)(nil)
+// claim is a dead letter claimed: where to, and which record.
+type claim struct {
+	to Letters
+	position
+}
 
-// TxnCommitted: the dead letters claimed are in the topic.
-func (s *Source) TxnCommitted() { clear(s.claims) }
+var _ Provisional = (*Source)(nil)
 
-// TxnAborted gives the dead letters claimed in the aborted transaction
-// back, so that whoever reads those records next writes them.
-func (s *Source) TxnAborted() {
-	for p, off := range s.claims {
-		s.Letters.Release(s.Input.Source.Name, p, off)
+// Confirmed: the dead letters claimed are in the topic.
+func (s *Source) Confirmed() { s.claims = s.claims[:0] }
+
+// Abandoned gives the dead letters claimed since the last commit back, so
+// that whoever reads those records next (this task, reading them again)
+// writes them.
+func (s *Source) Abandoned() {
+	for _, c := range s.claims {
+		s.Letters.Release(c.to, c.p, c.off)
 	}
-	clear(s.claims)
+	s.claims = s.claims[:0]
 }

@@ -147,6 +147,9 @@ func (t *task) open(ctx context.Context) error {
 }
 
 func (t *task) close() {
+	// A task that ends without confirming its last claims (its final
+	// commit failed or was not tried) cannot vouch for them.
+	t.each(Provisional.Abandoned)
 	for _, op := range t.ops {
 		op.Close()
 	}
@@ -154,6 +157,15 @@ func (t *task) close() {
 }
 
 func (t *task) closeProducers() { t.clog.Close() }
+
+// each calls f on the task's Provisional operators.
+func (t *task) each(f func(Provisional)) {
+	for _, op := range t.ops {
+		if p, ok := op.(Provisional); ok {
+			f(p)
+		}
+	}
+}
 
 // run is the task's loop: batches, ticks (commit cadence, idleness, early
 // fires) and FLUSH requests, until ctx ends; then a last commit, so a
@@ -222,12 +234,10 @@ func (t *task) try(ctx context.Context, f func() error) {
 				t.env.Log.Warn("cannot abort the transaction; the broker aborts it on timeout", "partition", t.p, "err", aerr)
 			}
 			cancel()
-			for _, op := range t.ops {
-				if ta, ok := op.(TxnAware); ok {
-					ta.TxnAborted()
-				}
-			}
 		}
+		// Whatever the failed commit or batch produced may not be in
+		// Kafka: the records are read again, by this task or the next.
+		t.each(Provisional.Abandoned)
 		// At-least-once tasks commit their changelog and offsets in a
 		// transaction of the same id, so they are fenced the same way.
 		if errors.Is(err, kafkaio.ErrFenced) {
@@ -483,6 +493,10 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		}
 		return err
 	}
+	if t.txn == nil {
+		// At-least-once: what the operators produced is acknowledged.
+		t.each(Provisional.Confirmed)
+	}
 	c := &Commit{State: t.st.deps.Store.NewScopedBatch(t.st.cfg.State, t.p), Offset: t.part.Next}
 	defer c.State.Close()
 	for _, op := range t.ops {
@@ -519,11 +533,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 		if err != nil {
 			return transient(err)
 		}
-		for _, op := range t.ops {
-			if ta, ok := op.(TxnAware); ok {
-				ta.TxnCommitted()
-			}
-		}
+		t.each(Provisional.Confirmed)
 		if h := t.st.deps.AfterTxn; h != nil {
 			h()
 		}

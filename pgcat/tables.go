@@ -84,7 +84,7 @@ func init() {
 		"attislocal:bool attinhcount:int4 attcollation:oid attacl:text[] attoptions:text[] attfdwoptions:text[]",
 		func(env Env) [][]any {
 			var out [][]any
-			col := func(rel int64, num int, name string, oid int64) {
+			col := func(rel int64, num int, name string, oid int64, notNull bool) {
 				t, _ := typeByOID(oid)
 				storage := "p"
 				if t.len < 0 {
@@ -97,21 +97,21 @@ func init() {
 				out = append(out, record(attr, map[string]any{"attrelid": rel, "attname": name, "atttypid": oid,
 					"attstattarget": int64(-1), "attlen": t.len, "attnum": int64(num), "atttypmod": int64(-1),
 					"attbyval": t.len > 0 && t.len <= 8, "attalign": "d", "attstorage": storage, "attislocal": true,
-					"attcollation": coll}))
+					"attcollation": coll, "attnotnull": notNull}))
 			}
 			for _, r := range env.Relations() {
 				for i, f := range r.Schema {
-					col(RelOID(r.Name), i+1, f.Name, int64(f.Type.OID()))
+					col(RelOID(r.Name), i+1, f.Name, int64(f.Type.OID()), notNull(r, i))
 				}
 				for i, k := range primaryKey(r) {
 					if c := r.Schema.Index(k); c >= 0 {
-						col(IndexOID(r.Name), i+1, r.Schema[c].Name, int64(r.Schema[c].Type.OID()))
+						col(IndexOID(r.Name), i+1, r.Schema[c].Name, int64(r.Schema[c].Type.OID()), false)
 					}
 				}
 			}
 			for _, t := range All() {
 				for i, c := range t.Cols {
-					col(t.OID, i+1, c.Name, int64(c.OID))
+					col(t.OID, i+1, c.Name, int64(c.OID), false)
 				}
 			}
 			return out
@@ -371,6 +371,9 @@ func init() {
 					"numeric_precision_radix": nil, "numeric_scale": nil, "datetime_precision": nil,
 					"udt_catalog": env.Database(), "udt_schema": "pg_catalog", "udt_name": t.name, "is_identity": "NO",
 					"is_generated": "NEVER", "is_updatable": "NO"}
+				if notNull(r, i) {
+					v["is_nullable"] = "NO"
+				}
 				switch t.name {
 				case "int8":
 					v["numeric_precision"], v["numeric_precision_radix"], v["numeric_scale"] = int64(64), int64(2), int64(0)
@@ -449,6 +452,12 @@ func primaryKey(r *catalog.Relation) []string {
 		return nil
 	}
 	return r.Stream.PrimaryKey
+}
+
+// notNull reports whether column i of r refuses NULL: a source's
+// event-time column, for INSERT (catalog.Source.NotNullTime).
+func notNull(r *catalog.Relation, i int) bool {
+	return r.Source != nil && r.Source.NotNullTime() == i
 }
 
 // PrimaryKey is exported for DESCRIBE.

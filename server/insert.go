@@ -17,7 +17,8 @@ import (
 
 // insert writes one JSON record per row to the source's topic, keyed by the
 // partition-key value as text and placed with murmur2 as Kafka's Java
-// client would place it.
+// client would place it. Every row is checked before any is written: a
+// refused statement writes nothing.
 func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwire.Result, error) {
 	rel, ok := s.cat.Relation(st.Table)
 	if !ok {
@@ -57,6 +58,10 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 	if src.PartitionKey != "" {
 		pk = src.Schema.Index(src.PartitionKey)
 	}
+	// The event-time column is NOT NULL for INSERT: a row without one has
+	// no window, and every windowed stream of the source would refuse it
+	// (on_error) after the statement said it was written.
+	evt := src.NotNullTime()
 	recs := make([]*kafkaio.Record, 0, len(st.Rows))
 	now := time.Now()
 	for ri, row := range st.Rows {
@@ -70,6 +75,12 @@ func (s *Server) insert(ctx context.Context, st *sql.Insert, text string) (*pgwi
 				return nil, err
 			}
 			vals[cols[j]] = v
+		}
+		if evt >= 0 && vals[evt] == nil {
+			// Refused before anything is written: a multi-row statement
+			// writes all its rows or none.
+			return nil, sql.Errorf(sql.CodeNotNullViolation, "null value in column %q of relation %q violates not-null constraint", src.Schema[evt].Name, src.Name).
+				WithHint("row %d: %s is the event-time column of source %s (its WATERMARK); give every row a time. Nothing of the statement was written", ri+1, src.Schema[evt].Name, src.Name)
 		}
 		rec := &kafkaio.Record{Topic: src.Topic, Value: exec.AppendJSONRow(nil, src.Schema, vals), Timestamp: now}
 		if pk >= 0 && vals[pk] != nil {

@@ -529,12 +529,14 @@ func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
 	if src.OnError != "dlq" {
 		return
 	}
-	err := s.kafka.ReadTail(ctx, src.DLQTopic, nil, 100_000, func(r *kafkaio.Record) error {
-		var name, part, off string
+	err := s.kafka.ReadTail(ctx, src.DLQTopic, nil, dataflow.DeadLettersKept, func(r *kafkaio.Record) error {
+		var name, topic, part, off string
 		for _, h := range r.Headers {
 			switch h.Key {
 			case "turbine.source":
 				name = string(h.Value)
+			case "turbine.source.topic":
+				topic = string(h.Value)
 			case "turbine.source.partition":
 				part = string(h.Value)
 			case "turbine.source.offset":
@@ -543,8 +545,11 @@ func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
 		}
 		p, err1 := strconv.ParseInt(part, 10, 32)
 		o, err2 := strconv.ParseInt(off, 10, 64)
-		if name == src.Name && err1 == nil && err2 == nil {
-			s.letters.Seen(src.Name, int32(p), o)
+		// A dead letter written with a hop topic's position (as a
+		// repartition stream did before it named the source's) names no
+		// record of the source: claiming its position would refuse one.
+		if name == src.Name && topic == src.Topic && err1 == nil && err2 == nil {
+			s.letters.Seen(dataflow.Letters{Source: src.Name, Topic: src.DLQTopic}, int32(p), o)
 		}
 		return nil
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
 )
 
 // This file composes running streams out of dataflow stages; the runtime
@@ -342,7 +343,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		final.Ops = func(int32) []dataflow.Op {
 			return append([]dataflow.Op{&dataflow.Markers{Sources: spec.nIn},
 				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions,
-					TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
+					Letters: s.letters, FromHop: true, TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
 	case planner.StrategyCombine:
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
@@ -568,6 +569,12 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		tsIdx, delay = src.Schema.Index(wm.Column), wm.DelayMs
 	}
 	colIdx := src.Schema.Index(column)
+	var timeCols []int
+	for i, c := range src.Schema {
+		if c.Type == types.Timestamp {
+			timeCols = append(timeCols, i)
+		}
+	}
 	cfg := dataflow.StageConfig{
 		Name: topic, State: "__hop/" + topic, Group: topic,
 		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: stats,
@@ -575,7 +582,7 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		Ops: func(int32) []dataflow.Op {
 			return []dataflow.Op{
 				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions, Letters: s.letters},
-				&dataflow.Exchange{Topic: topic, Partitions: nOut, Col: colIdx},
+				&dataflow.Exchange{Topic: topic, Partitions: nOut, Col: colIdx, TimeCols: timeCols},
 			}
 		},
 	}

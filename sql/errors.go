@@ -26,6 +26,7 @@ const (
 	CodeInsufficientPriv = "42501"
 	CodeUndefinedObject  = "42704"
 	CodeWrongObjectType  = "42809"
+	CodeNotNullViolation = "23502"
 )
 
 // Error is a user-facing error with a SQLSTATE, an optional hint saying what
