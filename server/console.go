@@ -101,25 +101,32 @@ func hasLabels(x *dto.Metric, want map[string]string) bool {
 
 func (c *consoleSource) Streams() []console.Stream {
 	now := time.Now()
-	rows, _ := c.streamRows()
-	for i := range rows {
-		row := &rows[i]
+	var out []console.Stream
+	for _, sr := range c.streamRows() {
+		row := sr.row
 		row.InPerSec = c.rates.Rate("in/"+row.Name, float64(row.RecordsIn), now)
 		row.OutPerSec = c.rates.Rate("out/"+row.Name, float64(row.RecordsOut), now)
+		out = append(out, row)
 	}
-	return rows
+	return out
+}
+
+// streamRow is a row of the Streams page, without rates, and the catalog
+// entry of its stream (nil for a stream the catalog's replay could not
+// apply).
+type streamRow struct {
+	row console.Stream
+	def *catalog.Stream
 }
 
 // streamRows are the Streams page's rows (SHOW STREAMS's figures and the
-// lag), without rates, and each one's catalog entry (nil for a stream the
-// catalog's replay could not apply).
-func (c *consoleSource) streamRows() ([]console.Stream, []*catalog.Stream) {
+// lag) by name.
+func (c *consoleSource) streamRows() []streamRow {
 	m := c.scrape()
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []console.Stream
-	var defs []*catalog.Stream
+	var out []streamRow
 	for _, def := range s.cat.Streams() {
 		row := console.Stream{Name: def.Name, Input: def.Input, Topic: def.Topic, Status: "stopped"}
 		if r, ok := s.streams[def.Name]; ok {
@@ -148,15 +155,14 @@ func (c *consoleSource) streamRows() ([]console.Stream, []*catalog.Stream) {
 				row.DeadLettered += dead
 				lag += m.sum("turbine_input_lag_records", map[string]string{"stream": h.topic})
 			}
-			row.LagRecords = int64(lag)
+			row.LagRecords = whole(lag)
 			if r.final != nil {
 				if wm, ok, _ := r.final.Watermark(); ok && r.plan != nil && r.plan.Window != nil {
 					row.Watermark = types.MillisTime(wm).Format("2006-01-02 15:04:05.000")
 				}
 			}
 		}
-		out = append(out, row)
-		defs = append(defs, def)
+		out = append(out, streamRow{row, def})
 	}
 	for _, f := range s.failedStreamRows() {
 		row := console.Stream{Status: "failed"}
@@ -164,30 +170,21 @@ func (c *consoleSource) streamRows() ([]console.Stream, []*catalog.Stream) {
 		row.Input, _ = f[1].(string)
 		row.Topic, _ = f[2].(string)
 		row.Error, _ = f[len(f)-1].(string)
-		out = append(out, row)
-		defs = append(defs, nil)
+		out = append(out, streamRow{row: row})
 	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(i, j int) bool { return out[idx[i]].Name < out[idx[j]].Name })
-	rows, entries := make([]console.Stream, len(out)), make([]*catalog.Stream, len(out))
-	for i, k := range idx {
-		rows[i], entries[i] = out[k], defs[k]
-	}
-	return rows, entries
+	sort.SliceStable(out, func(i, j int) bool { return out[i].row.Name < out[j].row.Name })
+	return out
 }
 
 // figures is one sample of every stream's history.
 func (c *consoleSource) figures() []console.Figures {
-	rows, defs := c.streamRows()
-	out := make([]console.Figures, 0, len(rows))
-	for i, r := range rows {
-		if defs[i] == nil {
+	var out []console.Figures
+	for _, sr := range c.streamRows() {
+		if sr.def == nil {
 			continue
 		}
-		out = append(out, console.Figures{Stream: r.Name, Of: defs[i], RecordsIn: r.RecordsIn, RecordsOut: r.RecordsOut,
+		r := sr.row
+		out = append(out, console.Figures{Stream: r.Name, Of: sr.def, RecordsIn: r.RecordsIn, RecordsOut: r.RecordsOut,
 			Lag: r.LagRecords, LateRows: r.LateRows, DeadLettered: r.DeadLettered})
 	}
 	return out
