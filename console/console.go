@@ -1,14 +1,17 @@
 // Package console serves the web console at / on the HTTP address: a
-// Streams page, a Topology page per stream (source → hop → aggregate →
-// sink, the hop's internal topic and per-partition output distribution,
-// the null-keys counter) and a Partitions page. Everything is embedded in
-// the binary (no CDN: the machines may have no internet). Pages render
-// from JSON the server embeds at load and then poll the same JSON
-// endpoints, so they stay current without a reload; every name and number
-// is text in the DOM (HTML, and SVG text in the bar chart), and pages link
-// to each other with ordinary hrefs.
+// Streams page, a page per stream (its SQL, its plan as EXPLAIN prints it,
+// its graph source → hop → aggregate → sink with the hop's internal topic
+// and per-partition output distribution, and charts of its last minutes),
+// a Sources page (schema, partitions, rate, placement), a Partitions page
+// and a Cluster page. Everything is embedded in the binary (no CDN: the
+// machines may have no internet), charts included: they are SVG drawn by
+// console.js. Pages render from JSON the server embeds at load and then
+// poll the same JSON endpoints, so they stay current without a reload;
+// every name and number is text in the DOM (HTML, and SVG text in the
+// charts), and pages link to each other with ordinary hrefs.
 //
-// It knows nothing of streams: a Source supplies the figures.
+// It knows nothing of streams: a Source supplies the figures, and a
+// History keeps the charts' samples.
 package console
 
 import (
@@ -26,6 +29,7 @@ type Source interface {
 	Streams() []Stream
 	// Topology of one stream; false when there is no such stream.
 	Topology(name string) (*Topology, bool)
+	Sources() []SourceInfo
 	Partitions() []Partition
 	// Members are the live processes of the app (SHOW CLUSTER).
 	Members() []Member
@@ -61,27 +65,48 @@ type Stream struct {
 	DeadLettered int64   `json:"dead_lettered"`
 }
 
-// Topology is a stream's graph, in order from source to sink.
+// Topology is a stream's page: its graph, in order from source to sink,
+// what it is (its SQL, its plan) and its recent history.
 type Topology struct {
 	Stream string `json:"stream"`
 	Status string `json:"status"`
-	Nodes  []Node `json:"nodes"`
+	Error  string `json:"error,omitempty"`
+	// SQL is the statement the catalog holds for the stream.
+	SQL       string `json:"sql"`
+	Guarantee string `json:"guarantee"`
+	// Strategy and Reason are the plan's choice and why, as EXPLAIN's
+	// first line gives them; Plan is EXPLAIN's text. Empty while the
+	// stream does not run (it is planned when it starts).
+	Strategy string   `json:"strategy,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Plan     []string `json:"plan,omitempty"`
+	Nodes    []Node   `json:"nodes"`
+	// History is the stream's last minutes, a sample every HistoryEvery
+	// seconds, oldest first.
+	History      []Point `json:"history"`
+	HistoryEvery float64 `json:"history_every"`
 }
+
+// NodeKind is what a box of a stream's graph does.
+type NodeKind string
 
 // Node kinds.
 const (
-	KindSource      = "source"
-	KindRepartition = "repartition"
-	KindCombine     = "combine"
-	KindAggregate   = "aggregate"
-	KindProject     = "project"
-	KindSink        = "sink"
+	KindSource      NodeKind = "source"
+	KindRepartition NodeKind = "repartition"
+	KindCombine     NodeKind = "combine"
+	KindAggregate   NodeKind = "aggregate"
+	KindProject     NodeKind = "project"
+	KindSink        NodeKind = "sink"
 )
 
 // Node is one box of a topology.
 type Node struct {
-	Kind  string `json:"kind"`
-	Title string `json:"title"` // "source clicks", "repartition by user_id"
+	Kind  NodeKind `json:"kind"`
+	Title string   `json:"title"` // "source clicks", "repartition by user_id"
+	// Link is the page of what the node reads (a source's, or the stream
+	// it reads), "" for none.
+	Link  string `json:"link,omitempty"`
 	Topic string `json:"topic,omitempty"`
 	// Partitions of Topic.
 	Partitions int    `json:"partitions,omitempty"`
@@ -106,6 +131,47 @@ type Bar struct {
 	Bytes     int64 `json:"bytes"`
 }
 
+// SourceInfo is one source on the Sources page.
+type SourceInfo struct {
+	Name          string   `json:"name"`
+	Topic         string   `json:"topic"`
+	Format        string   `json:"format"`
+	OnError       string   `json:"on_error"`
+	DLQTopic      string   `json:"dlq_topic,omitempty"`
+	PartitionKey  string   `json:"partition_key,omitempty"`
+	PartitionHash string   `json:"partition_hash,omitempty"`
+	Watermark     string   `json:"watermark,omitempty"` // "ts - 5000 ms"
+	Columns       []Column `json:"columns"`
+	// Partitions of the topic, with what each holds; empty when Kafka
+	// could not say (Error tells why).
+	Partitions []SourcePartition `json:"partitions"`
+	Records    int64             `json:"records"` // written to the topic, over its partitions
+	InPerSec   float64           `json:"in_per_sec"`
+	// EventRate is its rate in event time from the engine's statistics
+	// ("" while it has none).
+	EventRate string `json:"event_rate,omitempty"`
+	// Placement sums up the placement check of its partition key.
+	Placement string   `json:"placement"`
+	Streams   []string `json:"streams"` // the streams reading it
+	Error     string   `json:"error,omitempty"`
+}
+
+// Column is one column of a source, as DESCRIBE shows it.
+type Column struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// SourcePartition is one partition of a source's topic.
+type SourcePartition struct {
+	Partition int   `json:"partition"`
+	Records   int64 `json:"records"` // its end offset: records written to it
+	// Placement is the check's verdict on it, from the streams that check
+	// it.
+	Placement string `json:"placement"`
+}
+
 // Partition is one input partition of one stage.
 type Partition struct {
 	Stream     string `json:"stream"`
@@ -117,7 +183,9 @@ type Partition struct {
 	OpenGroups int64  `json:"open_groups"`
 	KeyGroups  int    `json:"key_groups"` // key groups the partition owns
 	Placement  string `json:"placement"`
-	Node       string `json:"node"`
+	// Node is the id of the process running the partition's task, as the
+	// Cluster page and SHOW CLUSTER name it.
+	Node string `json:"node"`
 }
 
 //go:embed assets
@@ -133,6 +201,10 @@ func Handler(src Source) http.Handler {
 	mux.HandleFunc("GET /api/streams", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Streams()) })
 	mux.HandleFunc("GET /api/partitions", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Partitions()) })
 	mux.HandleFunc("GET /api/cluster", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Members()) })
+	mux.HandleFunc("GET /api/sources", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Sources()) })
+	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, r *http.Request) {
+		page(w, "sources", "Sources", "/api/sources", src.Sources())
+	})
 	mux.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
 		page(w, "cluster", "Cluster", "/api/cluster", src.Members())
 	})
@@ -158,7 +230,7 @@ func Handler(src Source) http.Handler {
 			page(w, "missing", "No stream "+name, "", nil)
 			return
 		}
-		page(w, "topology", "Topology of "+name, "/api/topology?stream="+template.URLQueryEscaper(name), t)
+		page(w, "topology", "Stream "+name, "/api/topology?stream="+template.URLQueryEscaper(name), t)
 	})
 	return mux
 }

@@ -22,6 +22,9 @@ func (f *fakeSource) Topology(name string) (*Topology, bool) {
 	return nil, false
 }
 func (f *fakeSource) Partitions() []Partition { return nil }
+func (f *fakeSource) Sources() []SourceInfo {
+	return []SourceInfo{{Name: "clicks", Topic: "clicks", Columns: []Column{{Name: "user_id", Type: "TEXT"}}, Partitions: []SourcePartition{{Partition: 0, Records: 5}}}}
+}
 func (f *fakeSource) Members() []Member {
 	return []Member{{Node: "n1", PGAddr: "127.0.0.1:5433", HTTPAddr: "127.0.0.1:9464", TasksOwned: 3, State: "up", This: true}}
 }
@@ -45,7 +48,7 @@ func TestHandler(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(ct, "text/html") {
 		t.Fatalf("/: %d %s", code, ct)
 	}
-	for _, want := range []string{`href="/partitions"`, `href="/"`, `data-api="/api/streams"`, `"per_user"`, `src="/assets/console.js"`} {
+	for _, want := range []string{`href="/partitions"`, `href="/sources"`, `href="/"`, `data-api="/api/streams"`, `"per_user"`, `src="/assets/console.js"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/ lacks %s", want)
 		}
@@ -73,6 +76,13 @@ func TestHandler(t *testing.T) {
 	}
 	if code, _, body = get(t, h, "/cluster"); code != 200 || !strings.Contains(body, `data-api="/api/cluster"`) || !strings.Contains(body, `"n1"`) {
 		t.Fatalf("cluster page: %d %s", code, body)
+	}
+	if code, _, body = get(t, h, "/sources"); code != 200 || !strings.Contains(body, `data-api="/api/sources"`) || !strings.Contains(body, `"user_id"`) {
+		t.Fatalf("sources page: %d %s", code, body)
+	}
+	var sources []SourceInfo
+	if code, _, body = get(t, h, "/api/sources"); code != 200 || json.Unmarshal([]byte(body), &sources) != nil || len(sources) != 1 || sources[0].Partitions[0].Records != 5 {
+		t.Fatalf("/api/sources: %d %s", code, body)
 	}
 	var members []Member
 	if code, _, body = get(t, h, "/api/cluster"); code != 200 || json.Unmarshal([]byte(body), &members) != nil || len(members) != 1 || members[0].TasksOwned != 3 {

@@ -123,6 +123,9 @@ type Config struct {
 	// stateFS, when set, is the file system of the state store (tests fill
 	// the disk on cue).
 	stateFS vfs.FS
+	// consoleSampleEvery is how often the console samples the streams'
+	// history (0: console.DefaultHistoryEvery; tests sample faster).
+	consoleSampleEvery time.Duration
 	// StatementTimeout cancels any statement that runs longer (57014),
 	// unless a session SETs its own statement_timeout; 0 is no limit.
 	StatementTimeout time.Duration
@@ -383,6 +386,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.subscriptions = newSubscriptionsGauge(reg)
 	s.flushRounds = newFlushRounds(reg)
 	s.purgedRecords = purge.NewPurgedCounter(reg)
+	bg, cancel := context.WithCancel(context.Background())
+	s.bg, s.bgCancel = bg, cancel
 	// HTTP first: /healthz answers and /readyz says "restoring" while the
 	// catalog is replayed and streams restore their state.
 	if cfg.HTTPAddr != "" {
@@ -393,12 +398,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", s.healthz)
 		mux.HandleFunc("/readyz", s.readyz)
-		mux.Handle("/", console.Handler(newConsoleSource(s)))
+		mux.Handle("/", console.Handler(startConsole(bg, s)))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.http.Serve(s.httpLn) }()
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	s.bg, s.bgCancel = bg, cancel
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 	pingErr := k.Ping(pctx)
 	pcancel()

@@ -198,9 +198,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		if p.Strategy == planner.StrategyRepartition {
 			hop = s.hopGeneration(def.Name, p, true)
 		}
-		lines = explainPlan(p, def.Name, def.Topic, s.cfg.AppID, hop)
-		lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
-		lines = append(lines, placementLines(p)...)
+		lines = s.explainStream(def, p, hop)
 	case *sql.Select:
 		// A server-side EXPLAIN (no session): the default user and database.
 		return (&session{srv: s, user: "turbine", database: "turbine"}).explainQuery(context.Background(), inner, text)
@@ -212,6 +210,15 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 		res.Rows = append(res.Rows, []any{l})
 	}
 	return res, nil
+}
+
+// explainStream is EXPLAIN's text of stream def planned as p, reading the
+// repartition topic hop ("": the hop's first generation): the console
+// shows it too.
+func (s *Server) explainStream(def *catalog.Stream, p *planner.Plan, hop string) []string {
+	lines := explainPlan(p, def.Name, def.Topic, s.cfg.AppID, hop)
+	lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
+	return append(lines, placementLines(p)...)
 }
 
 // deliveryLines tell which processing guarantee a stream needs (the

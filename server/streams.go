@@ -581,7 +581,9 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
 		Ops: func(int32) []dataflow.Op {
 			return []dataflow.Op{
-				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions, Letters: s.letters},
+				// CountIn: the hop's records_in series, per source
+				// partition, are what the console shows it read.
+				&dataflow.Source{Input: rel, TimeIdx: tsIdx, Observe: s.observer(src), DLQ: s.dlqPartitions, Letters: s.letters, CountIn: true},
 				&dataflow.Exchange{Topic: topic, Partitions: nOut, Col: colIdx, TimeCols: timeCols},
 			}
 		},
