@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -28,9 +31,9 @@ func crc32Hasher(key []byte, n int) int { return int(crc32.ChecksumIEEE(key) % u
 
 // crc32Producer writes records the way kcat does without -X
 // partitioner=murmur2_random.
-func crc32Producer(t *testing.T, r *placementRig) *kgo.Client {
+func crc32Producer(t *testing.T, brokers []string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.srv.KafkaAddrs()...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(crc32Hasher)))
 	if err != nil {
 		t.Fatal(err)
@@ -48,10 +51,10 @@ const perUser = `SELECT user_id, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, CO
 // producer and one through INSERT, all in the window at 00:00, then one
 // row at 00:05 on every partition to close it; it returns each user's
 // true count and total of that window.
-func misplacedInput(t *testing.T, r *placementRig) (count, total map[string]int64) {
+func misplacedInput(ctx context.Context, t *testing.T, brokers []string, conn *pgx.Conn) (count, total map[string]int64) {
 	t.Helper()
 	count, total = map[string]int64{}, map[string]int64{}
-	cl := crc32Producer(t, r)
+	cl := crc32Producer(t, brokers)
 	var recs []*kgo.Record
 	var inserts []string
 	split := 0
@@ -74,24 +77,24 @@ func misplacedInput(t *testing.T, r *placementRig) (count, total map[string]int6
 	if split == 0 {
 		t.Fatal("no user is placed differently by CRC32 and murmur2: the test proves nothing")
 	}
-	if err := cl.ProduceSync(r.ctx, recs...).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	r.exec("INSERT INTO ev VALUES " + strings.Join(inserts, ", "))
+	execAll(ctx, t, conn, "INSERT INTO ev VALUES "+strings.Join(inserts, ", "))
 	var closers []string
 	for p := int32(0); p < 4; p++ {
 		k := keyWhere("closer-", func(k []byte) bool { return state.PartitionFor(k, 4) == p })
 		closers = append(closers, fmt.Sprintf("('%s', 0, TIMESTAMP '2026-01-01 00:05:00')", k))
 	}
-	r.exec("INSERT INTO ev VALUES " + strings.Join(closers, ", "))
+	execAll(ctx, t, conn, "INSERT INTO ev VALUES "+strings.Join(closers, ", "))
 	return count, total
 }
 
 // userPanes reads a stream's panes of the window at 00:00: (n, total) per
 // pane of each user.
-func userPanes(t *testing.T, c *noticeConn, r *placementRig, stream string) map[string][][2]int64 {
+func userPanes(ctx context.Context, t *testing.T, c *pgx.Conn, stream string) map[string][][2]int64 {
 	t.Helper()
-	rows, err := c.Query(r.ctx, "SELECT user_id, n, total FROM "+stream+" WHERE ws = TIMESTAMP '2026-01-01 00:00:00'")
+	rows, err := c.Query(ctx, "SELECT user_id, n, total FROM "+stream+" WHERE ws = TIMESTAMP '2026-01-01 00:00:00'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +116,9 @@ func userPanes(t *testing.T, c *noticeConn, r *placementRig, stream string) map[
 
 // exactPanes fails unless stream has one pane per user with its true
 // count and total.
-func exactPanes(t *testing.T, c *noticeConn, r *placementRig, stream string, count, total map[string]int64) {
+func exactPanes(ctx context.Context, t *testing.T, c *pgx.Conn, stream string, count, total map[string]int64) {
 	t.Helper()
-	got := userPanes(t, c, r, stream)
+	got := userPanes(ctx, t, c, stream)
 	for u, n := range count {
 		if ps := got[u]; len(ps) != 1 || ps[0] != [2]int64{n, total[u]} {
 			t.Fatalf("%s: panes of %s = %v, want one (%d, %d)", stream, u, ps, n, total[u])
@@ -184,7 +187,7 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 			if row := showRow(r.ctx, t, c.Conn, "per_user"); row[3] != "local" {
 				t.Fatalf("per_user planned %v before any misplacement is known, want local", row[3])
 			}
-			count, total := misplacedInput(t, r)
+			count, total := misplacedInput(r.ctx, t, r.srv.KafkaAddrs(), r.conn)
 			c.takeNotices()
 			if _, err := c.Exec(r.ctx, "FLUSH"); err != nil {
 				t.Fatal(err)
@@ -197,7 +200,7 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 
 			// The bug: one user, two panes, each a part of the truth.
 			split := 0
-			for u, ps := range userPanes(t, c, r, "per_user") {
+			for u, ps := range userPanes(r.ctx, t, c.Conn, "per_user") {
 				if len(ps) > 1 {
 					split++
 					if ps[0][0]+ps[1][0] != count[u] {
@@ -227,8 +230,8 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 					t.Fatalf("%s does not rely on placement, but SHOW STREAMS says %q %q", name, status, msg)
 				}
 			}
-			exactPanes(t, c, r, "per_user_rep", count, total)
-			exactPanes(t, c, r, "per_user_cmb", count, total)
+			exactPanes(r.ctx, t, c.Conn, "per_user_rep", count, total)
+			exactPanes(r.ctx, t, c.Conn, "per_user_cmb", count, total)
 			if ns := c.takeNotices(); len(ns) != 0 {
 				t.Fatalf("SELECT of streams that are right warned: %+v", ns)
 			}
@@ -286,8 +289,8 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 			if row := showRow(r.ctx, t, c.Conn, "per_user"); row[3] != "repartition" || row[4] != "running" || row[11] != nil {
 				t.Fatalf("SHOW STREAMS per_user after the re-plan: %v", row)
 			}
-			exactPanes(t, c, r, "per_user", count, total)
-			exactPanes(t, c, r, "per_user_auto", count, total)
+			exactPanes(r.ctx, t, c.Conn, "per_user", count, total)
+			exactPanes(r.ctx, t, c.Conn, "per_user_auto", count, total)
 			var create string
 			if err := c.QueryRow(r.ctx, "SHOW CREATE STREAM per_user").Scan(new(string), &create); err != nil || !strings.Contains(create, "strategy = 'repartition'") {
 				t.Fatalf("SHOW CREATE STREAM per_user: %q, %v", create, err)
@@ -302,7 +305,7 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 				if row := showRow(r.ctx, t, c2.Conn, name); row[3] != "repartition" || row[4] != "running" {
 					t.Fatalf("SHOW STREAMS %s after a restart: %v", name, row)
 				}
-				exactPanes(t, c2, r, name, count, total)
+				exactPanes(r.ctx, t, c2.Conn, name, count, total)
 			}
 		})
 	}
@@ -328,4 +331,62 @@ func explainText(t *testing.T, c *noticeConn, r *placementRig, q string) string 
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "\n")
+}
+
+// TestReplanAcrossNodes: two nodes share a local stream over a misplaced
+// input; ALTER STREAM ... SET on one re-plans it on both (each stops the
+// old plan before the state goes, and follows the catalog record into the
+// new one), the re-computed panes are exact, and stay so, once each,
+// after the other node restarts.
+func TestReplanAcrossNodes(t *testing.T) {
+	parallel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	addr, start := appNodes(t, 4, "replan", func(c *Config) { c.SessionTimeout = 6 * time.Second })
+	a := start(t.TempDir())
+	defer func() { a.Close() }()
+	dirB := t.TempDir()
+	b := start(dirB)
+	defer func() { b.Close() }()
+	ca := connect(ctx, t, a)
+	defer ca.Close(ctx)
+	execAll(ctx, t, ca, misplacedSource, "CREATE STREAM per_user AS "+perUser)
+	waitOwned(t, "both nodes to run per_user", func() bool { return ownsTasks(a, "per_user") && ownsTasks(b, "per_user") })
+	count, total := misplacedInput(ctx, t, addr, ca)
+	execAll(ctx, t, ca, "FLUSH")
+	for _, srv := range []*Server{a, b} {
+		if got := statusOn(ctx, t, srv, "per_user"); got != "degraded" {
+			t.Fatalf("per_user on %s: %q, want degraded", srv.nodeID, got)
+		}
+	}
+
+	execAll(ctx, t, ca, "ALTER STREAM per_user SET (strategy = 'repartition')")
+	plannedOn := func(srv *Server) string {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		if r := srv.streams["per_user"]; r != nil && r.plan != nil && !r.stopped && r.final != nil && len(r.final.Owned()) > 0 {
+			return r.plan.Strategy
+		}
+		return ""
+	}
+	waitOwned(t, "both nodes to run per_user through the hop", func() bool {
+		return plannedOn(a) == "repartition" && plannedOn(b) == "repartition"
+	})
+	execAll(ctx, t, ca, "FLUSH")
+	cb := connect(ctx, t, b)
+	exactPanes(ctx, t, cb, "per_user", count, total)
+	cb.Close(ctx)
+	for _, srv := range []*Server{a, b} {
+		if got := statusOn(ctx, t, srv, "per_user"); got != "running" {
+			t.Fatalf("per_user on %s after the re-plan: %q, want running", srv.nodeID, got)
+		}
+	}
+
+	b.Close()
+	b = start(dirB)
+	waitOwned(t, "b to run per_user through the hop after its restart", func() bool { return plannedOn(b) == "repartition" })
+	execAll(ctx, t, ca, "FLUSH")
+	cb = connect(ctx, t, b)
+	defer cb.Close(ctx)
+	exactPanes(ctx, t, cb, "per_user", count, total)
 }
