@@ -240,6 +240,15 @@ func TestMisplacedInputDegradesAndReplans(t *testing.T) {
 				t.Fatalf("all_n: %d, %v; want 120", all, err)
 			}
 
+			// The verdict is kept with the state: still degraded after a restart.
+			c.Close(r.ctx)
+			r.restart()
+			c = connectNotices(r.ctx, t, r.srv)
+			defer c.Close(r.ctx)
+			if status, msg := streamStatus(r.ctx, t, c.Conn, "per_user"); status != "degraded" || !strings.Contains(msg, "input misplaced") {
+				t.Fatalf("per_user after a restart: %q %q, want degraded", status, msg)
+			}
+
 			// A new statement over the input: auto re-keys, local is warned of.
 			text := explainText(t, c, r, "EXPLAIN CREATE STREAM again AS "+perUser)
 			for _, want := range []string{"Strategy: repartition (rule MisplacedInput:", "Repartition by user_id", "stream per_user saw it on partition(s)", "so the planner re-keys the records by user_id"} {
