@@ -160,6 +160,12 @@ type Relation struct {
 	// the relation (a stream's Start); nil: the whole topic. Every reader
 	// of the relation starts there.
 	From Offsets
+	// Misplaced, when set, says how it is known that Topic's records do
+	// not sit where murmur2 on PartitionKey puts them (a stream's
+	// placement check saw -1): a plan that relies on that placement would
+	// keep one key on several partitions. The server sets it when it plans
+	// a new statement; the catalog never does.
+	Misplaced string
 }
 
 // Log persists catalog changes, each as one record of the object's key.
@@ -342,6 +348,24 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 	}
 	if persist && c.log != nil {
 		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start}); err != nil {
+			return fmt.Errorf("persist stream %s: %w", s.Name, err)
+		}
+	}
+	c.streams[s.Name] = s
+	return nil
+}
+
+// ReplaceStream swaps the definition of an existing stream (ALTER STREAM
+// ... SET: a new plan, and the output start it writes from), persisting
+// its new statement when persist is set.
+func (c *Catalog) ReplaceStream(s *Stream, persist bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.streams[s.Name]; !ok {
+		return &ErrNotFound{Name: s.Name}
+	}
+	if persist && c.log != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpAlter, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}

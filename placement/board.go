@@ -46,3 +46,14 @@ func (b *Board) All() []Snapshot {
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out
 }
+
+// Misplaced lists the partitions whose verdict is -1, in order.
+func (b *Board) Misplaced() []int32 {
+	var out []int32
+	for _, s := range b.All() {
+		if s.Verdict == Misplaced {
+			out = append(out, s.Partition)
+		}
+	}
+	return out
+}

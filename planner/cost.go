@@ -52,7 +52,19 @@ func ChooseByCost(p *Plan, e *Estimate) {
 // UseRecorded applies the strategy the cost rule chose when the stream was
 // created (a restart plans the stream again; the data sampled then may
 // differ, the state already laid out may not).
+//
+// A repartition recorded for a plan the LocalPartitionKey rule would run
+// where its records are is the MisplacedInput rule's choice: the input
+// was misplaced when the stream was created, and its state lives behind
+// the hop.
 func UseRecorded(p *Plan, strategy string) {
+	if strategy == StrategyRepartition && p.Strategy == StrategyLocal && p.PartitionKey >= 0 {
+		if rekeyMisplaced(p, "") {
+			p.Reason = fmt.Sprintf("repartition by %s, as the MisplacedInput rule chose when the stream was created: the records of %s were not placed by murmur2 on %s",
+				p.RepartitionBy, p.Input.Name, p.Input.PartitionKey)
+		}
+		return
+	}
 	if !p.CombineEligible {
 		return
 	}

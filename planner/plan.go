@@ -717,7 +717,13 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		return chooseKeylessCombine(p, requested)
 	}
 	switch requested {
-	case "", "auto", StrategyLocal:
+	case "", "auto":
+		if p.PartitionKey >= 0 && p.Input.Misplaced != "" {
+			if rekeyMisplaced(p, p.Input.Misplaced) {
+				return nil
+			}
+		}
+	case StrategyLocal:
 	case StrategyRepartition:
 		return chooseRepartition(p, requested, pk)
 	case StrategyCombine:

@@ -51,3 +51,47 @@ func chooseRepartition(p *Plan, requested, pk string) error {
 	return sql.Errorf(sql.CodeNotSupported, "cannot repartition %s: no GROUP BY key (%s) is a TEXT or BIGINT column of it", p.Input.Name, strings.Join(names, ", ")).
 		WithHint("GROUP BY a column of the source (with or without a window)")
 }
+
+// rekeyMisplaced plans a repartition hop for a query that the
+// LocalPartitionKey rule would run where its records are (strategy auto).
+//
+// Rule MisplacedInput: the GROUP BY contains the input's partition key,
+// but the input's records are known not to sit where murmur2 on that key
+// puts them (a stream's placement check saw -1: the producer hashes keys
+// another way, e.g. librdkafka's default CRC32), so one key's rows are on
+// several partitions and a local plan would emit each of its groups in
+// pieces, one per partition. The records are re-keyed by the partition
+// key through an internal topic, where murmur2 places them.
+//
+//	SELECT k, COUNT(*) FROM src GROUP BY k, TUMBLE(ts, ...)   -- src keyed by k, placed by CRC32
+//	=> repartition by k, then aggregate
+//
+// It reports false, leaving p as it was, when nothing can be re-keyed (a
+// stream's output, or no GROUP BY key of a type the hop keys by): the
+// local plan then stands and the caller warns.
+// why says how the misplacement is known, for the reason EXPLAIN prints.
+func rekeyMisplaced(p *Plan, why string) bool {
+	if p.Input.Source == nil {
+		return false
+	}
+	pk := p.Input.PartitionKey
+	order := []int{p.PartitionKey} // the partition key first, then the other keys
+	for i := range p.Keys {
+		if i != p.PartitionKey {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		c, ok := p.Keys[i].(*exec.ColRef)
+		if !ok || (c.T != types.Text && c.T != types.Int) {
+			continue
+		}
+		p.PartitionKey = i
+		p.RepartitionBy = c.Name
+		p.Strategy, p.Rule = StrategyRepartition, "MisplacedInput"
+		p.Reason = fmt.Sprintf("GROUP BY contains %s, the partition key of %s, but its records are not placed by murmur2 on it (%s): a local plan would count a key's rows in pieces, one per partition, so records are re-keyed by %s through an internal topic",
+			pk, p.Input.Name, why, c.Name)
+		return true
+	}
+	return false
+}

@@ -18,9 +18,12 @@ import (
 // start again from its state, so a stream that failed (a poison record
 // under on_error = 'fail', a full disk) resumes once the cause is fixed.
 // The restart's own failure is the statement's error. STOP and START are
-// in stopstart.go.
+// in stopstart.go, SET (a new plan) in replan.go.
 func (s *Server) alterStream(ctx context.Context, st *sql.AlterStream) (*pgwire.Result, error) {
-	if st.Action != sql.AlterRestart {
+	switch st.Action {
+	case sql.AlterSet:
+		return s.alterStreamSet(ctx, st)
+	case sql.AlterStop, sql.AlterStart:
 		return s.alterStreamRun(ctx, st)
 	}
 	if _, ok := s.cat.Stream(st.Name); !ok {

@@ -171,8 +171,21 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 	return &pgwire.Result{Tag: "CREATE SOURCE"}, nil
 }
 
-// planStream validates a CREATE STREAM and plans it.
+// planStream validates a CREATE STREAM of the catalog and plans it (a
+// restart, a replay, another node's stream): the strategy the rules chose
+// when it was created stands, whatever they would choose now.
 func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream, *planner.Plan, error) {
+	return s.planStreamAs(st, text, false)
+}
+
+// planNewStream validates and plans a statement being run (CREATE STREAM,
+// EXPLAIN, ALTER STREAM ... SET): the rules decide afresh, knowing which
+// inputs are misplaced (catalog.Relation.Misplaced).
+func (s *Server) planNewStream(st *sql.CreateStream, text string) (*catalog.Stream, *planner.Plan, error) {
+	return s.planStreamAs(st, text, true)
+}
+
+func (s *Server) planStreamAs(st *sql.CreateStream, text string, isNew bool) (*catalog.Stream, *planner.Plan, error) {
 	o := st.Options
 	if err := o.Check("stream", streamOptions...); err != nil {
 		return nil, nil, err
@@ -206,21 +219,29 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 	if err := topicOptions(o, [2]string{"topic", def.Topic}, [2]string{"late_data_topic", def.Options.LateDataTopic}); err != nil {
 		return nil, nil, err
 	}
-	p, err := planner.BuildStream(s.cat, st.Query, text, def.Options.Strategy)
+	var res planner.Resolver = s.cat
+	if isNew {
+		res = placedResolver{cat: s.cat, known: s.knownMisplaced()}
+	}
+	p, err := planner.BuildStream(res, st.Query, text, def.Options.Strategy)
 	if err != nil {
 		return nil, nil, err
 	}
-	if p.CombineEligible && def.Options.Strategy == "auto" {
-		// The cost rule decides once, when the stream is created: its
-		// state is laid out for the hop it chose, so a restart (which
-		// plans the stream again) takes the recorded choice.
-		recorded, err := s.store.Plan(def.Name, planStrategy)
-		if err != nil {
-			return nil, nil, err
+	if def.Options.Strategy == "auto" {
+		// The cost rule and the MisplacedInput rule decide once, when the
+		// stream is created: its state is laid out for the plan they
+		// chose, so a restart (which plans the stream again) takes the
+		// recorded choice.
+		recorded := ""
+		if !isNew {
+			if recorded, err = s.recordedPlan(def.Name); err != nil {
+				return nil, nil, err
+			}
 		}
-		if recorded != "" {
+		switch {
+		case recorded != "":
 			planner.UseRecorded(p, recorded)
-		} else {
+		case p.CombineEligible:
 			est, err := s.estimate(p)
 			if err != nil {
 				s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
@@ -231,8 +252,10 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 			}
 			planner.ChooseByCost(p, est)
 		}
-		// Recorded with the stream, so the other nodes run its plan.
-		def.Planned = p.Strategy
+		if p.CombineEligible || p.Rule == ruleMisplacedInput {
+			// Recorded with the stream, so the other nodes run its plan.
+			def.Planned = p.Strategy
+		}
 	}
 	def.Input = p.Input.Name
 	if st.EmitEveryMs > 0 {
@@ -265,7 +288,7 @@ func (s *Server) planStream(st *sql.CreateStream, text string) (*catalog.Stream,
 }
 
 func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text string, persist bool) (*pgwire.Result, error) {
-	def, p, err := s.planStream(st, text)
+	def, p, err := s.planStreamAs(st, text, persist)
 	if err != nil {
 		return nil, err
 	}
@@ -354,13 +377,16 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		s.streams[def.Name] = &stream{def: def, plan: p, err: err, stats: &dataflow.Stats{}}
 		return res, nil
 	}
-	if persist && p.CombineEligible {
-		if err := s.store.PutPlan(def.Name, planStrategy, p.Strategy); err != nil {
+	if persist && def.Planned != "" {
+		if err := s.store.PutPlan(def.Name, planStrategy, def.Planned); err != nil {
 			return nil, err
 		}
 	}
 	s.streams[def.Name] = r
 	res.Notices = append(res.Notices, s.divisorNotices(r)...)
+	if n := misplacedNotice(p); persist && n != nil {
+		res.Notices = append(res.Notices, *n)
+	}
 	return res, nil
 }
 
@@ -714,4 +740,21 @@ func otherKind(k string) string {
 		return "SOURCE"
 	}
 	return "STREAM"
+}
+
+// recordedPlan is the strategy the rules chose when stream name was
+// created: this node's record of it, or else the catalog record's (a node
+// replaying a stream created elsewhere before it joined). "": none.
+func (s *Server) recordedPlan(name string) (string, error) {
+	v, err := s.store.Plan(name, planStrategy)
+	if err != nil || v != "" {
+		return v, err
+	}
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
+	if s.cf.ledger == nil {
+		return "", nil
+	}
+	e, _ := s.cf.ledger.Get(catalog.KindStream, name)
+	return e.Planned, nil
 }

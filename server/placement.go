@@ -2,6 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
@@ -145,14 +149,163 @@ func hashDetail(src *catalog.Source) string {
 }
 
 // placementLines are what EXPLAIN CREATE STREAM says of the placement
-// check and the declaration.
+// check and the declaration, and of an input known misplaced
+// (p.Input.Misplaced): whether this plan relies on its placement.
 func placementLines(p *planner.Plan) []string {
+	var out []string
+	if why := p.Input.Misplaced; why != "" {
+		what := fmt.Sprintf("Placement: the records of %s are not placed by murmur2 on %s (%s)", p.Input.Name, p.Input.PartitionKey, why)
+		switch {
+		case checked(p):
+			out = append(out, "WARNING: "+what+": this local plan would keep one key on several partitions and emit each of its groups in pieces, with partial totals; use strategy = 'repartition' (or 'auto')")
+		case p.Rule == ruleMisplacedInput:
+			out = append(out, what+": a local plan would emit each key's groups in pieces, so the planner re-keys the records by "+p.RepartitionBy+" (rule MisplacedInput)")
+		default:
+			out = append(out, what+": this plan does not rely on their placement")
+		}
+	}
 	if !checked(p) {
-		return nil
+		return out
 	}
 	line := "Placement: checked on partition key " + p.Input.PartitionKey + " (SHOW PARTITIONS); "
 	if declared(p) {
-		return []string{line + "partition_hash murmur2 declared: after a partition-count change, the start-up cleanup drops the state of keys that moved"}
+		return append(out, line+"partition_hash murmur2 declared: after a partition-count change, the start-up cleanup drops the state of keys that moved")
 	}
-	return []string{line + "partition_hash undeclared: after a partition-count change, the state of keys that moved is kept"}
+	return append(out, line+"partition_hash undeclared: after a partition-count change, the state of keys that moved is kept")
+}
+
+// ruleMisplacedInput is the planner rule that re-keys the input of a
+// would-be local plan whose records are known misplaced.
+const ruleMisplacedInput = "MisplacedInput"
+
+// statusDegraded is the SHOW STREAMS status of a stream that runs but
+// whose results are known wrong: a local aggregation over records not
+// placed by murmur2 on its partition key.
+const statusDegraded = "degraded"
+
+// MisplacedInputError is why a stream is degraded: on Partitions of its
+// input topic, its placement check saw records where murmur2 on the
+// partition key would not have put them (-1), so one key's rows are on
+// several partitions, each of which keeps and emits its own group for it.
+type MisplacedInputError struct {
+	Stream, Topic, Key string
+	Partitions         []int32
+}
+
+func (e *MisplacedInputError) Error() string {
+	return fmt.Sprintf("input misplaced: partition(s) %s of topic %q hold records that murmur2 on %s would put on another partition (placement -1, SHOW PARTITIONS %s), "+
+		"so one key's rows are split across partitions and its groups are emitted in pieces, each with a partial total; "+
+		"fix: ALTER STREAM %s SET (strategy = 'repartition') computes the stream again through a repartition hop, "+
+		"or have the producer place records with murmur2 (librdkafka clients: partitioner=murmur2_random) and create the stream again",
+		partitionList(e.Partitions), e.Topic, e.Key, e.Stream, e.Stream)
+}
+
+// Notice is the WARNING that FLUSH and a SELECT reading the stream send.
+func (e *MisplacedInputError) Notice() pgwire.Notice {
+	return pgwire.Notice{Severity: "WARNING",
+		Message: fmt.Sprintf("stream %s is degraded: its input is misplaced, so its results are wrong", e.Stream),
+		Detail:  e.Error(),
+		Hint:    fmt.Sprintf("ALTER STREAM %s SET (strategy = 'repartition')", e.Stream)}
+}
+
+func partitionList(ps []int32) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// misplaced is the stream's MisplacedInputError, nil when it has no
+// placement check or its check saw no misplaced record.
+func (r *stream) misplaced() *MisplacedInputError {
+	if r.board == nil || r.plan == nil {
+		return nil
+	}
+	parts := r.board.Misplaced()
+	if len(parts) == 0 {
+		return nil
+	}
+	return &MisplacedInputError{Stream: r.def.Name, Topic: r.plan.Input.Topic, Key: r.plan.Input.PartitionKey, Partitions: parts}
+}
+
+// degradedNotices are the WARNINGs for the streams among names (every
+// stream when names is nil) whose input is misplaced, by name.
+func (s *Server) degradedNotices(names map[string]bool) []pgwire.Notice {
+	s.mu.Lock()
+	var errs []*MisplacedInputError
+	for name, r := range s.streams {
+		if names != nil && !names[name] {
+			continue
+		}
+		if e := r.misplaced(); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Stream < errs[j].Stream })
+	out := make([]pgwire.Notice, len(errs))
+	for i, e := range errs {
+		out[i] = e.Notice()
+	}
+	return out
+}
+
+// misplacedKey names a topic's placement under a partition key.
+func misplacedKey(topic, key string) string { return topic + "\x00" + strings.ToLower(key) }
+
+// knownMisplaced says, per topic and partition key, which streams' checks
+// saw the topic's records misplaced: what the planner is told of a new
+// statement's input (catalog.Relation.Misplaced).
+func (s *Server) knownMisplaced() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := map[string][]string{}
+	for _, r := range s.streams {
+		if e := r.misplaced(); e != nil {
+			k := misplacedKey(e.Topic, e.Key)
+			by[k] = append(by[k], fmt.Sprintf("stream %s saw it on partition(s) %s", e.Stream, partitionList(e.Partitions)))
+		}
+	}
+	out := map[string]string{}
+	for k, v := range by {
+		sort.Strings(v)
+		out[k] = strings.Join(v, "; ")
+	}
+	return out
+}
+
+// placedResolver resolves the relations of a new statement, marking those
+// whose topic is known misplaced under their partition key.
+type placedResolver struct {
+	cat   *catalog.Catalog
+	known map[string]string
+}
+
+func (r placedResolver) Relation(name string) (*catalog.Relation, bool) {
+	rel, ok := r.cat.Relation(name)
+	if ok && rel.PartitionKey != "" {
+		rel.Misplaced = r.known[misplacedKey(rel.Topic, rel.PartitionKey)]
+	}
+	return rel, ok
+}
+
+// misplacedNotice is what CREATE STREAM says of an input known misplaced:
+// a WARNING for a local plan kept over it (strategy = 'local'), a NOTICE
+// when the MisplacedInput rule re-keyed it; nil otherwise.
+func misplacedNotice(p *planner.Plan) *pgwire.Notice {
+	why := p.Input.Misplaced
+	switch {
+	case why == "":
+		return nil
+	case checked(p):
+		return &pgwire.Notice{Severity: "WARNING",
+			Message: fmt.Sprintf("the records of %s are not placed by murmur2 on %s (%s): this local plan emits each key's groups in pieces, with partial totals", p.Input.Name, p.Input.PartitionKey, why),
+			Hint:    "ALTER STREAM ... SET (strategy = 'repartition') re-plans it through a repartition hop"}
+	case p.Rule == ruleMisplacedInput:
+		return &pgwire.Notice{
+			Message: fmt.Sprintf("the records of %s are not placed by murmur2 on %s (%s): planned with a repartition hop by %s instead of a local aggregation", p.Input.Name, p.Input.PartitionKey, why, p.RepartitionBy),
+			Hint:    "EXPLAIN CREATE STREAM shows the plan"}
+	}
+	return nil
 }

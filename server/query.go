@@ -27,6 +27,9 @@ type queryEnv struct {
 	s   *session
 	ctx context.Context
 	now time.Time // the statement's now(), read once
+	// streams are the streams the query reads, by name: it warns of
+	// those whose results are known wrong (degraded).
+	streams map[string]bool
 }
 
 // Now is the statement's start time: now() is the same value throughout
@@ -43,9 +46,18 @@ var (
 	_ bounded.Source = (*queryEnv)(nil)
 )
 
-func (q *queryEnv) Relation(name string) (*catalog.Relation, bool) { return q.s.srv.cat.Relation(name) }
-func (q *queryEnv) Catalog() pgcat.Env                             { return q.s }
-func (q *queryEnv) Run(p *planner.Plan) ([][]any, error)           { return bounded.Run(q.ctx, p, q) }
+func (q *queryEnv) Relation(name string) (*catalog.Relation, bool) {
+	rel, ok := q.s.srv.cat.Relation(name)
+	if ok && rel.Stream != nil {
+		if q.streams == nil {
+			q.streams = map[string]bool{}
+		}
+		q.streams[rel.Name] = true
+	}
+	return rel, ok
+}
+func (q *queryEnv) Catalog() pgcat.Env                   { return q.s }
+func (q *queryEnv) Run(p *planner.Plan) ([][]any, error) { return bounded.Run(q.ctx, p, q) }
 
 // Topic reads a relation's whole topic as one batch (a relation joined to
 // others, or read in a subquery).
@@ -155,7 +167,11 @@ func (s *session) query(ctx context.Context, st *sql.Select, text string) (*pgwi
 	if err != nil {
 		return nil, err
 	}
-	return &pgwire.Result{Columns: resultColumns(p), Rows: rows, Tag: "SELECT " + strconv.Itoa(len(rows))}, nil
+	res := &pgwire.Result{Columns: resultColumns(p), Rows: rows, Tag: "SELECT " + strconv.Itoa(len(rows))}
+	if len(env.streams) > 0 {
+		res.Notices = s.srv.degradedNotices(env.streams)
+	}
+	return res, nil
 }
 
 func planSelect(env planner.Resolver, st *sql.Select, text string) (*planner.Plan, error) {

@@ -250,7 +250,9 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		if err := s.flush(ctx); err != nil {
 			return nil, err
 		}
-		return &pgwire.Result{Tag: "FLUSH"}, nil
+		// Every stream is up to date now: one whose input is misplaced
+		// has just computed more wrong results.
+		return &pgwire.Result{Tag: "FLUSH", Notices: s.degradedNotices(nil)}, nil
 	case *sql.Show:
 		return s.show(st)
 	case *sql.Describe:

@@ -190,7 +190,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 	var lines []string
 	switch inner := st.Stmt.(type) {
 	case *sql.CreateStream:
-		def, p, err := s.planStream(inner, text)
+		def, p, err := s.planNewStream(inner, text)
 		if err != nil {
 			return nil, err
 		}

@@ -68,9 +68,10 @@ type sharedHop struct {
 	eos bool
 }
 
-// status is what SHOW STREAMS prints of a stream's health: running, or
-// failed with the error of whichever of its stages failed (the shared hop
-// in front included).
+// status is what SHOW STREAMS (and the console) print of a stream's
+// health: running; failed with the error of whichever of its stages
+// failed (the shared hop in front included); or degraded, running with
+// results known wrong, and why (MisplacedInputError).
 func (r *stream) status() (string, error) {
 	if r.stopped {
 		return "stopped", nil
@@ -100,6 +101,9 @@ func (r *stream) status() (string, error) {
 				return "stalled: disk full", err
 			}
 		}
+	}
+	if err := r.misplaced(); err != nil {
+		return statusDegraded, err
 	}
 	return "running", nil
 }

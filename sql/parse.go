@@ -132,7 +132,14 @@ func (p *stmtParser) statement() (Statement, error) {
 					return &AlterStream{Name: name, Action: a}, p.atEnd()
 				}
 			}
-			return nil, p.errAt(p.peek(), "expected RESTART, STOP or START after ALTER STREAM %s", name)
+			if p.accept(string(AlterSet)) {
+				opts, err := p.optionList()
+				if err != nil {
+					return nil, err
+				}
+				return &AlterStream{Name: name, Action: AlterSet, Options: opts}, p.atEnd()
+			}
+			return nil, p.errAt(p.peek(), "expected RESTART, STOP, START or SET (option = value, ...) after ALTER STREAM %s", name)
 		case p.accept("SOURCE"), p.accept("TABLE"):
 			name, err := p.ident()
 			if err != nil {

@@ -61,6 +61,17 @@ func TestParseStatements(t *testing.T) {
 				t.Fatal(d)
 			}
 		}},
+		{`ALTER STREAM s SET (strategy = 'repartition', repartition_partitions = 4)`, func(t *testing.T, s Statement) {
+			a := s.(*AlterStream)
+			if a.Name != "s" || a.Action != AlterSet || a.Options.String("strategy", "") != "repartition" || a.Options.String("repartition_partitions", "") != "4" {
+				t.Fatal(a)
+			}
+		}},
+		{`alter stream s restart`, func(t *testing.T, s Statement) {
+			if a := s.(*AlterStream); a.Action != AlterRestart || len(a.Options) != 0 {
+				t.Fatal(a)
+			}
+		}},
 		{`EXPLAIN SELECT * FROM t`, func(t *testing.T, s Statement) { _ = s.(*Explain).Stmt.(*Select) }},
 		{`BEGIN`, func(t *testing.T, s Statement) {
 			if s.(*Noop).Tag != "BEGIN" {

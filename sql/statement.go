@@ -100,10 +100,14 @@ type Drop struct {
 	Cascade bool
 }
 
-// AlterStream is ALTER STREAM name {RESTART | STOP | START}.
+// AlterStream is ALTER STREAM name {RESTART | STOP | START | SET (option
+// = value, ...)}.
 type AlterStream struct {
 	Name   string
 	Action AlterAction
+	// Options are SET's (the plan's options: strategy,
+	// repartition_partitions, combine_partitions).
+	Options Options
 }
 
 // AlterAction is what ALTER STREAM does.
@@ -119,6 +123,10 @@ const (
 	AlterStop AlterAction = "STOP"
 	// AlterStart runs a stopped stream again, on every server.
 	AlterStart AlterAction = "START"
+	// AlterSet re-plans the stream with new plan options (strategy =
+	// 'repartition' for a local stream whose input is misplaced): it is
+	// computed again from its input's start under the new plan.
+	AlterSet AlterAction = "SET"
 )
 
 // AlterSource is ALTER SOURCE name SET (option = value, ...): the options
