@@ -88,7 +88,7 @@ const minSliceRuns = 64
 
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
-	a, err := planner.NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
+	a, err := planner.NewAggregator(h.Plan, h.LatenessMs)
 	if err != nil {
 		return err
 	}
