@@ -6,7 +6,10 @@
 // g mod M, so every group whose owner changes is moved, whole, in the
 // stream's changelog: its records are written again into partition
 // g mod M (keys rewritten to that partition's scope), then deleted where
-// they were with tombstones. Each partition's position and placement
+// they were with tombstones. On an N that does not divide 960 a partition
+// holds keys of every group (each where murmur2 placed it under N), so
+// keys move one by one instead, each to its group mod M: the partition
+// murmur2 gives it under M. Each partition's position and placement
 // state are written for M. Local data dirs are not edited: the
 // partitions' state there is dropped, so each node rebuilds it from the
 // changelog when it next opens a partition (see dropLocal for why).
