@@ -115,7 +115,7 @@ func Aggregated(p *planner.Plan, ag *exec.Aggregator) ([][]any, error) {
 
 // Aggregator builds the hash aggregation of p.
 func Aggregator(p *planner.Plan, latenessMs int64) (*exec.Aggregator, error) {
-	return planner.NewAggregator(p, latenessMs, 0)
+	return planner.NewAggregator(p, latenessMs)
 }
 
 // Finish sorts, offsets, limits and cuts hidden sort columns.

@@ -40,6 +40,8 @@ type groupStore interface {
 	GroupWindows(stream string) ([]int64, error)
 	MoveAccsToGroups(stream string, groups []uint16) (int, error)
 	MigrateLegacy(stream string, p int32, owned []uint16) (int, error)
+	HasKeyGroups(stream string, p int32) (bool, error)
+	RekeyScope(stream string, p int32, kgOf func(key []byte) (uint16, error)) (int, error)
 }
 
 // slotOverhead is the memory of a group in the grouper beyond its key and

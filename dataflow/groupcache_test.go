@@ -613,7 +613,7 @@ func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
 	defer store.Close()
 	keyOf := func(part int32) string {
 		for i := 0; ; i++ {
-			if k := fmt.Sprintf("k%d", i); state.OwnerOf(state.GroupOf([]byte(k), 2), 2) == part {
+			if k := fmt.Sprintf("k%d", i); state.OwnerOf(state.KeyGroup([]byte(k)), 2) == part {
 				return k
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
@@ -88,7 +89,7 @@ const minSliceRuns = 64
 
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
-	a, err := planner.NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
+	a, err := planner.NewAggregator(h.Plan, h.LatenessMs)
 	if err != nil {
 		return err
 	}
@@ -110,6 +111,9 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		if moved > 0 {
 			env.Log.Info("moved state into the partition's scope", "partition", env.Partition, "entries", moved)
 		}
+		if err := h.rekeyOld(gs); err != nil {
+			return fmt.Errorf("restore state of %s: %w", env.State, err)
+		}
 	}
 	if cached && !h.eager {
 		if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
@@ -128,6 +132,42 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		}
 		return nil
 	})
+}
+
+// rekeyOld puts state that ran on a partition count that does not divide
+// 960 under its keys' groups of 960, once (state.RekeyScope records that
+// it did): releases before grouped such state by hash mod the count, so
+// after an upgrade no key would find its state, nor after the count
+// changed. State that only ran on counts that divide 960 was always keyed
+// by groups of 960 and is left as it is.
+func (h *HashAgg) rekeyOld(gs groupStore) error {
+	env := h.env
+	done, err := gs.HasKeyGroups(env.State, env.Partition)
+	if err != nil || done {
+		return err
+	}
+	counts := []int{env.Partitions}
+	if v, err := env.Store.TaskValue(env.State, env.Partition, PlacementKey); err != nil {
+		return err
+	} else if ps, err := placement.Decode(v); err == nil {
+		counts = append(counts, ps.Counts...)
+	}
+	if allDivide(counts) {
+		return nil
+	}
+	kgOf := h.agg.PartitionKeyGroup
+	if h.Merge { // a merge stage's groups are placed by their whole key
+		kgOf = func(key []byte) (uint16, error) { return h.agg.KeyGroupOf(key), nil }
+	}
+	moved, err := gs.RekeyScope(env.State, env.Partition, kgOf)
+	if err != nil {
+		return err
+	}
+	if moved > 0 {
+		env.Log.Info("re-keyed state written on a partition count that does not divide 960 under its keys' groups of 960 (grouped by hash mod the count before)",
+			"partition", env.Partition, "counts", counts, "entries", moved)
+	}
+	return nil
 }
 
 // openCached starts the group cache: state written in the older layout is

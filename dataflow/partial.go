@@ -63,7 +63,7 @@ func (c *PartialAgg) Due(now time.Time) bool {
 func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	c.env = env
 	c.out = newShipCounts(env, c.Partitions)
-	a, err := planner.NewAggregator(c.Plan, 0, 0)
+	a, err := planner.NewAggregator(c.Plan, 0)
 	if err != nil {
 		return err
 	}

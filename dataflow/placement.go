@@ -109,13 +109,20 @@ func (o *Placement) Open(ctx context.Context, env *Env) error {
 	case o.chk.CleanupReady() && !o.Declared:
 		o.logUndeclared()
 		o.chk.CleanedUp()
-	case o.chk.CleanupReady() && !allDivide(o.chk.Counts):
-		// State written on a count that does not divide 960 is keyed by
-		// groups of that count: "the groups this partition does not own"
-		// would be live state.
-		log.Warn("start-up cleanup skipped: this state ran on a partition count that does not divide 960, so the key groups it does not own may hold live keys",
+	case o.chk.CleanupReady() && !state.Divides(n):
+		// On such a count a partition receives keys of every group: "the
+		// groups it does not own" would be live state.
+		log.Warn("start-up cleanup skipped: the partition count does not divide 960, so the key groups this partition does not own hold live keys too; the state of keys that moved stays",
 			"partition", env.Partition, "topic", o.Topic, "counts", o.chk.History())
 		o.chk.CleanedUp()
+	case o.chk.CleanupReady() && !allDivide(o.chk.Counts) && !o.rekeyed(env):
+		// State that ran on a count that does not divide 960 under an
+		// earlier release is grouped by hash mod that count until the
+		// aggregation re-keys it (HashAgg.rekeyOld, after this op opens):
+		// its groups say nothing yet. Held, not given up: the next start
+		// cleans up.
+		log.Warn("start-up cleanup held until the next start: this state ran on a partition count that does not divide 960 and is re-keyed by key groups of 960 first",
+			"partition", env.Partition, "topic", o.Topic, "counts", o.chk.History())
 	case o.chk.CleanupReady():
 		c, ok := env.Store.(cleaner)
 		if !ok {
@@ -144,6 +151,13 @@ func (o *Placement) Open(ctx context.Context, env *Env) error {
 	}
 	o.publish()
 	return nil
+}
+
+// rekeyed reports whether the partition's state is known to be keyed by
+// key groups of 960 (state.KeyGroupsKey).
+func (o *Placement) rekeyed(env *Env) bool {
+	v, err := env.Store.TaskValue(env.State, env.Partition, state.KeyGroupsKey)
+	return err == nil && v != nil
 }
 
 func (o *Placement) logUndeclared() {

@@ -26,9 +26,6 @@ type AggConfig struct {
 	Lateness int64 // allowed lateness, millis
 	Specs    []agg.Spec
 	Args     [][]Expr // per aggregate, over the input
-	// Partitions is the partition count of the input the groups are keyed
-	// for (0: 960): it decides the key groups (state.GroupOf).
-	Partitions int
 }
 
 // Aggregator is the hash aggregation operator: it filters a batch, assigns
@@ -117,13 +114,10 @@ func newFuncs(specs []agg.Spec) ([]agg.Func, error) {
 	return funcs, nil
 }
 
-// keyGroup is the key group of a partition-key value.
-func (a *Aggregator) keyGroup(pk []byte) uint16 {
-	if a.Partitions == 0 {
-		return state.KeyGroup(pk)
-	}
-	return state.GroupOf(pk, a.Partitions)
-}
+// keyGroup is the key group of a partition-key value: the same on every
+// partition count (state.KeyGroup), so a key that stays on its partition
+// across a change of count finds its state.
+func (a *Aggregator) keyGroup(pk []byte) uint16 { return state.KeyGroup(pk) }
 
 // rowGroup is the key group of row i's partition key: the NULL key has a
 // group of its own (state.NullGroup), apart from the empty text's.
@@ -145,7 +139,7 @@ func (a *Aggregator) rowGroups(pk *Vec, n int) []uint16 {
 		if pk.Null != nil {
 			null = pk.Null[:n]
 		}
-		state.IntGroups(kgs, pk.I[:n], null, a.Partitions)
+		state.IntGroups(kgs, pk.I[:n], null)
 		return kgs
 	}
 	for i := range kgs {

@@ -111,6 +111,23 @@ func (a *Aggregator) MayBeStored(window int64, key []byte) bool {
 // combine's partials, and so a merge stage's groups).
 func (a *Aggregator) KeyGroupOf(key []byte) uint16 { return a.keyGroup(key) }
 
+// PartitionKeyGroup is the key group of the group whose encoded key is
+// key, as Consume gives it: its partition-key column's (0 without one).
+// What re-keys state stored under other groups (state.RekeyScope).
+func (a *Aggregator) PartitionKeyGroup(key []byte) (uint16, error) {
+	if a.PK < 0 {
+		return 0, nil
+	}
+	cols := make([]*Vec, len(a.KeyTypes))
+	for i, t := range a.KeyTypes {
+		cols[i] = newVec(t, 1)
+	}
+	if err := DecodeKeyInto(key, a.KeyTypes, cols, 0); err != nil {
+		return 0, err
+	}
+	return a.rowGroup(cols[a.PK], 0), nil
+}
+
 // MergedEncoding appends to dst the encoding of the merge of encs (a merge
 // stage's stored group is each source's latest partial; its close reads
 // their merge).

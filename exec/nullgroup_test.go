@@ -14,7 +14,7 @@ import (
 // from the empty text's, which murmur2 places like any other key.
 func TestNullKeyHasItsOwnGroup(t *testing.T) {
 	k := &ColRef{Idx: 0, Name: "k", T: types.Text}
-	a, err := NewAggregator(AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: -1, Partitions: 4,
+	a, err := NewAggregator(AggConfig{Keys: []Expr{k}, PK: 0, TimeIdx: -1,
 		Specs: []agg.Spec{{Name: "COUNT", Star: true}}, Args: [][]Expr{nil}})
 	if err != nil {
 		t.Fatal(err)
@@ -35,13 +35,13 @@ func TestNullKeyHasItsOwnGroup(t *testing.T) {
 		switch kg {
 		case state.NullGroup:
 			null++
-		case state.GroupOf([]byte(""), 4):
+		case state.KeyGroup([]byte("")):
 			empty++
-		case state.GroupOf([]byte("x"), 4):
+		case state.KeyGroup([]byte("x")):
 			x++
 		}
 	}
 	if null != 1 || empty != 1 || x != 1 {
-		t.Fatalf("key groups %v: want one NULL group (%d), one for '' (%d), one for 'x'", groups, state.NullGroup, state.GroupOf(nil, 4))
+		t.Fatalf("key groups %v: want one NULL group (%d), one for '' (%d), one for 'x'", groups, state.NullGroup, state.KeyGroup(nil))
 	}
 }

@@ -767,12 +767,11 @@ func orWord(a, b string) string {
 	return b
 }
 
-// NewAggregator makes the hash aggregation of a plan, its groups keyed for
-// an input of partitions partitions (0: 960 key groups): what a stream's
+// NewAggregator makes the hash aggregation of a plan: what a stream's
 // tasks and a bounded query run.
-func NewAggregator(p *Plan, latenessMs int64, partitions int) (*exec.Aggregator, error) {
+func NewAggregator(p *Plan, latenessMs int64) (*exec.Aggregator, error) {
 	cfg := exec.AggConfig{Filter: p.Filter, Keys: p.Keys, PK: p.PartitionKey, TimeIdx: -1, Lateness: latenessMs,
-		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs)), Partitions: partitions}
+		Specs: make([]agg.Spec, len(p.Aggs)), Args: make([][]exec.Expr, len(p.Aggs))}
 	for i, a := range p.Aggs {
 		cfg.Specs[i] = a.Spec
 		cfg.Args[i] = a.Args

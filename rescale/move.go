@@ -2,6 +2,7 @@ package rescale
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -86,6 +87,9 @@ func (p *plan) run(ctx context.Context, k Kafka, opts Options, out io.Writer) (S
 	}
 	moved := p.movedGroups()
 	ss.Groups = len(moved)
+	if p.perKey {
+		ss.Keys = p.movedKeys()
+	}
 	if p.marker != phaseCopied {
 		before := w.records
 		copies, err := p.copies()
@@ -98,8 +102,13 @@ func (p *plan) run(ctx context.Context, k Kafka, opts Options, out io.Writer) (S
 				w.put(q, []byte(key), copies[q][key])
 			}
 			// What the new owner held of a group it receives, outside the
-			// copy: left there by an earlier count, stale.
+			// copy: left there by an earlier count, stale. (Not on an N
+			// that does not divide 960: there it holds keys of every
+			// group, each live, and checkOneCopy saw no key twice.)
 			for _, key := range p.sortedKeys(q) {
+				if p.perKey {
+					break
+				}
 				sk, _ := state.ParseStateKey(name, []byte(key))
 				if _, arriving := moved[sk.KG]; arriving && isGroupKey(sk) && int32(int(sk.KG)%m) == q {
 					if _, ok := copies[q][key]; !ok {
@@ -112,7 +121,11 @@ func (p *plan) run(ctx context.Context, k Kafka, opts Options, out io.Writer) (S
 				return ss, err
 			}
 		}
-		fmt.Fprintf(out, "stream %s: %d key groups copied to their new partitions (%d records)\n", name, len(moved), w.records-before)
+		if p.perKey {
+			fmt.Fprintf(out, "stream %s: %d keys of %d key groups copied one by one to their new partitions (%d records)\n", name, ss.Keys, len(moved), w.records-before)
+		} else {
+			fmt.Fprintf(out, "stream %s: %d key groups copied to their new partitions (%d records)\n", name, len(moved), w.records-before)
+		}
 		marker(phaseCopied)
 		if err := stop("copied"); err != nil {
 			return ss, err
@@ -149,23 +162,103 @@ func isGroupKey(sk state.StateKey) bool {
 	return (sk.Kind == state.KindAcc || sk.Kind == state.KindGroup) && sk.KG != state.NullGroup
 }
 
-// moves reports whether key group g, held by partition part, is one this
-// rescale moves from there: part owns it under N and does not under M.
-// (A group part does not own under N is left where it is: state left
-// behind by an earlier count change, which the start-up cleanup handles.)
+// moves reports whether the state of a key of group g, held by partition
+// part, is one this rescale moves from there. On an N that divides 960:
+// part owns g under N and does not under M (a group part does not own
+// under N is left where it is: state left behind by an earlier count
+// change, which the start-up cleanup handles). On one that does not
+// (perKey), part holds keys of every group, each where murmur2 placed it
+// under N, and a key goes to its group mod M, where murmur2 places it
+// under M (M divides 960).
 func (p *plan) moves(g uint16, part int32) bool {
-	return int(g) < state.KeyGroups && int32(int(g)%p.n) == part && int32(int(g)%p.m) != part
+	if int(g) >= state.KeyGroups {
+		return false
+	}
+	if p.perKey {
+		return int32(int(g)%p.m) != part
+	}
+	return int32(int(g)%p.n) == part && int32(int(g)%p.m) != part
 }
 
-// movedGroups are the key groups whose owner changes from N to M.
+// movedGroups are the key groups whose owner changes from N to M; on an N
+// that does not divide 960, the groups of the keys that move.
 func (p *plan) movedGroups() map[uint16]struct{} {
 	out := map[uint16]struct{}{}
+	if p.perKey {
+		for part := range int32(p.n) {
+			for key := range p.state[part] {
+				if sk, err := state.ParseStateKey(p.s.name, []byte(key)); err == nil && isGroupKey(sk) && p.moves(sk.KG, part) {
+					out[sk.KG] = struct{}{}
+				}
+			}
+		}
+		return out
+	}
 	for g := range uint16(state.KeyGroups) {
 		if int(g)%p.n != int(g)%p.m {
 			out[g] = struct{}{}
 		}
 	}
 	return out
+}
+
+// movedKeys is how many keys (their state, by keyIdent) move.
+func (p *plan) movedKeys() int {
+	keys := map[string]bool{}
+	for part := range int32(p.n) {
+		for key := range p.state[part] {
+			if sk, err := state.ParseStateKey(p.s.name, []byte(key)); err == nil && isGroupKey(sk) && p.moves(sk.KG, part) {
+				keys[keyIdent(p.s.name, []byte(key), sk)] = true
+			}
+		}
+	}
+	return len(keys)
+}
+
+// keyIdent names the state a key of stream's partition state belongs to,
+// the same in every partition's scope: the key less its partition, a
+// partial (classic or in a run) as its group's key.
+func keyIdent(stream string, key []byte, sk state.StateKey) string {
+	if sk.Run {
+		key = state.RunEntryAsDelta(stream, key)
+	}
+	if sk.Delta || sk.Run {
+		key = state.DeltaGroup(key)
+	}
+	id := append([]byte{key[0]}, key[len(stream)+2+4:]...)
+	if sk.Kind == state.KindGroup {
+		// (0, window, key group, key): a partial's key group as its group's
+		binary.BigEndian.PutUint16(id[1+1+8:], sk.KG)
+	}
+	return string(id)
+}
+
+// checkOneCopy refuses, on an N that does not divide 960, state of one
+// key held by two partitions: it ran on another count before N without
+// the tool, and the copy the key left behind (the start-up cleanup never
+// runs on such a count) cannot be told from the live one by its key group
+// alone, nor can both go to the key's one partition under M.
+func (p *plan) checkOneCopy() error {
+	name := p.s.name
+	held := map[string]int32{}
+	for part := range int32(p.n) {
+		for _, key := range p.sortedKeys(part) {
+			sk, err := state.ParseStateKey(name, []byte(key))
+			if err != nil {
+				return err
+			}
+			if !isGroupKey(sk) {
+				continue
+			}
+			id := keyIdent(name, []byte(key), sk)
+			if q, ok := held[id]; ok && q != part {
+				return refuse("stream %s: partitions %d and %d both hold state of one key (key group %d): it ran on another partition count before %d without the tool, and which copy is live cannot be told on a count that does not divide 960; rebuild the state (DROP and CREATE the stream), or let the windows it left behind close first",
+					name, q, part, sk.KG, p.n)
+			}
+			held[id] = part
+		}
+	}
+	return nil
 }
 
 func (p *plan) sortedKeys(part int32) []string { return slices.Sorted(maps.Keys(p.state[part])) }
@@ -233,15 +326,16 @@ func (p *plan) positions(w *writer) error {
 			have[part] = true
 		}
 	}
+	// The keys partition q of M receives come from the partitions p of N
+	// with p = q mod gcd(N, M): murmur2(k) mod M = q and mod N = p hold
+	// together for some k exactly then. (On an N that divides 960 these
+	// are the owners under N of q's groups under M.)
+	step := int32(gcd(p.n, p.m))
 	for q := range int32(p.m) {
 		var from []int32
-		for g := range state.KeyGroups {
-			if int32(g%p.m) == q {
-				from = append(from, int32(g%p.n))
-			}
+		for src := q % step; src < int32(p.n); src += step {
+			from = append(from, src)
 		}
-		slices.Sort(from)
-		from = slices.Compact(from)
 		nm := state.PartitionMeta{}
 		if int(q) < p.n {
 			nm.Offset, nm.Applied = metas[q].Offset, metas[q].Applied
@@ -288,6 +382,13 @@ func (p *plan) positions(w *writer) error {
 		w.put(q, state.TaskKey(name, q, placementKey), state.EncodeChange(ps.Encode()))
 	}
 	return nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // dropLocal deletes, in every data dir, the stream's state of every

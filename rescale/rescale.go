@@ -6,7 +6,10 @@
 // g mod M, so every group whose owner changes is moved, whole, in the
 // stream's changelog: its records are written again into partition
 // g mod M (keys rewritten to that partition's scope), then deleted where
-// they were with tombstones. Each partition's position and placement
+// they were with tombstones. On an N that does not divide 960 a partition
+// holds keys of every group (each where murmur2 placed it under N), so
+// keys move one by one instead, each to its group mod M: the partition
+// murmur2 gives it under M. Each partition's position and placement
 // state are written for M. Local data dirs are not edited: the
 // partitions' state there is dropped, so each node rebuilds it from the
 // changelog when it next opens a partition (see dropLocal for why).
@@ -88,8 +91,11 @@ type StreamSummary struct {
 	From, To int
 	Skipped  string // why nothing was done (empty: rescaled)
 	// Groups moved, records written (copies, tombstones, positions) and
-	// their bytes (keys and values).
+	// their bytes (keys and values). On a count that does not divide 960
+	// keys move one by one: Keys is how many moved, Groups how many key
+	// groups they are of.
 	Groups, Records int
+	Keys            int
 	Bytes           int64
 }
 
@@ -194,7 +200,12 @@ func Run(ctx context.Context, k Kafka, opts Options) (Summary, error) {
 	}
 	sum.Elapsed = time.Since(start)
 	for _, ss := range sum.Streams {
-		if ss.Skipped == "" {
+		switch {
+		case ss.Skipped != "":
+		case !state.Divides(ss.From):
+			fmt.Fprintf(out, "rescaled %s from %d to %d partitions: %d keys of %d key groups moved one by one (%d does not divide 960), %d records (%s) written\n",
+				ss.Name, ss.From, ss.To, ss.Keys, ss.Groups, ss.From, ss.Records, byteCount(ss.Bytes))
+		default:
 			fmt.Fprintf(out, "rescaled %s from %d to %d partitions: %d key groups moved, %d records (%s) written\n",
 				ss.Name, ss.From, ss.To, ss.Groups, ss.Records, byteCount(ss.Bytes))
 		}
@@ -311,6 +322,11 @@ type plan struct {
 	state  []map[string][]byte
 	marker string // the phase of an interrupted run ("" none)
 	skip   string
+	// perKey: N does not divide 960, so each partition holds keys of
+	// every key group and keys move one by one, each to its group mod M
+	// (the partition murmur2 gives it under M, M dividing 960), instead
+	// of whole groups.
+	perKey bool
 }
 
 // prepare reads a stream's changelog and checks it can be rescaled to m.
@@ -328,6 +344,9 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 	p.state = make([]map[string][]byte, parts)
 	keyed, placed := false, false
 	var counts []int
+	// unkeyed lists the partitions with keyed state not known to be keyed
+	// by key groups of 960 (state.KeyGroupsKey).
+	var unkeyed []int32
 	for part := range int32(parts) {
 		st := map[string][]byte{}
 		p.state[part] = st
@@ -341,6 +360,9 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 		}); err != nil {
 			return nil, fmt.Errorf("read changelog %s/%d: %w", p.changelog, part, err)
 		}
+		// has960: the partition's state is keyed by key groups of 960;
+		// nonDivisor: it ran on a count that does not divide 960.
+		has960, hasKeyed, nonDivisor := false, false, false
 		for key, v := range st {
 			sk, err := state.ParseStateKey(s.name, []byte(key))
 			if err != nil {
@@ -351,7 +373,9 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 			}
 			switch {
 			case sk.Kind == state.KindAcc || sk.Kind == state.KindGroup:
-				keyed = true
+				keyed, hasKeyed = true, hasKeyed || isGroupKey(sk)
+			case sk.Kind == state.KindTask && sk.Name == state.KeyGroupsKey:
+				has960 = true
 			case sk.Kind == state.KindTask && sk.Name == markerName:
 				val, err := state.DecodeChange(v)
 				if err != nil {
@@ -377,7 +401,11 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 					return nil, refuse("stream %s: partition %d's placement verdict is -1 (records seen where murmur2 would not have put them): its keys are not where their key groups say, so no group can be moved; fix the producer and rebuild the state (DROP and CREATE the stream)", s.name, part)
 				}
 				counts = append(counts, ps.Current())
+				nonDivisor = slices.ContainsFunc(ps.Counts, func(n int) bool { return !state.Divides(n) })
 			}
+		}
+		if hasKeyed && !has960 && nonDivisor {
+			unkeyed = append(unkeyed, part)
 		}
 	}
 	if !keyed && !placed {
@@ -406,8 +434,15 @@ func prepare(ctx context.Context, k Kafka, app string, s stream, m int) (*plan, 
 		p.skip = fmt.Sprintf("already on %d partitions: nothing to move", m)
 		return p, nil
 	}
-	if !state.Divides(p.n) {
-		return nil, refuse("stream %s runs on %d partitions, which does not divide 960: its key groups are not split by partition, so no group has one owner to move to", s.name, p.n)
+	if len(unkeyed) > 0 {
+		return nil, refuse("stream %s: the state of partitions %v ran on a partition count that does not divide 960 under an earlier release, which grouped it by hash mod that count: start the app once with this release (each partition re-keys its state by key groups of 960 when it opens), stop it, and run the rescale again", s.name, unkeyed)
+	}
+	if p.perKey = !state.Divides(p.n); p.perKey {
+		if p.marker == "" {
+			if err := p.checkOneCopy(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if m < p.n {
 		return nil, refuse("stream %s runs on %d partitions: Kafka cannot shrink topic %s to %d", s.name, p.n, s.inputTopic, m)

@@ -266,6 +266,8 @@ func rescaledWith(t *testing.T, from, to int, tool bool, interrupt func(stream, 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := newApp(t, 2)
+	// Leaving a count that does not divide 960 starts on one.
+	a.allowNonDivisor = !state.Divides(from)
 	a.start(ctx)
 	defer a.stop()
 	a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, from), fmt.Sprintf(streamSQL, a.out))
@@ -448,9 +450,11 @@ func TestRescaleStoppedStream(t *testing.T) {
 }
 
 // TestRescaleCounts repeats it for 8 -> 24 (each group of partition p
-// goes to p, p+8 or p+16) and 1 -> 4.
+// goes to p, p+8 or p+16) and 1 -> 4, and for leaving counts that do not
+// divide 960, 7 -> 8 and 100 -> 120, where each partition holds keys of
+// every key group and keys move one by one to their group mod M.
 func TestRescaleCounts(t *testing.T) {
-	for _, c := range [][2]int{{8, 24}, {1, 4}} {
+	for _, c := range [][2]int{{8, 24}, {1, 4}, {7, 8}, {100, 120}} {
 		t.Run(fmt.Sprintf("%d_to_%d", c[0], c[1]), func(t *testing.T) {
 			got, want, _, _ := rescaled(t, c[0], c[1], true)
 			if !slices.Equal(got, want) {
@@ -464,11 +468,17 @@ func TestRescaleCounts(t *testing.T) {
 // partition 5 of 8: some groups copied, most not), after every copy, and
 // after the tombstones, then runs it again: every pane is still right, no
 // group lost or counted twice.
+//
+// The same from 7 (keys moved one by one).
 func TestRescaleInterrupted(t *testing.T) {
-	for _, at := range []string{"copied into 5", "copied", "tombstoned"} {
-		t.Run(strings.ReplaceAll(at, " ", "_"), func(t *testing.T) {
+	for _, c := range []struct {
+		from int
+		at   string
+	}{{4, "copied into 5"}, {4, "copied"}, {4, "tombstoned"}, {7, "copied into 3"}, {7, "copied"}, {7, "tombstoned"}} {
+		at := c.at
+		t.Run(fmt.Sprintf("%d_%s", c.from, strings.ReplaceAll(at, " ", "_")), func(t *testing.T) {
 			stopped := false
-			got, want, _, out := rescaledWith(t, 4, 8, true, func(_, phase string) bool {
+			got, want, _, out := rescaledWith(t, c.from, 8, true, func(_, phase string) bool {
 				if phase == at {
 					stopped = true
 				}
@@ -477,7 +487,7 @@ func TestRescaleInterrupted(t *testing.T) {
 			if !stopped {
 				t.Fatalf("never reached %q", at)
 			}
-			if !strings.Contains(out, "resuming an interrupted rescale from 4 to 8") {
+			if !strings.Contains(out, fmt.Sprintf("resuming an interrupted rescale from %d to 8", c.from)) {
 				t.Errorf("the second run did not resume:\n%s", out)
 			}
 			if !slices.Equal(got, want) {
@@ -490,24 +500,73 @@ func TestRescaleInterrupted(t *testing.T) {
 // TestGrowWithoutTool is the path without the tool: the keys that moved
 // start empty on their new partition, so the window open across the
 // change is split into two panes for exactly those keys (and the check
-// that TestRescaleCentral can fail).
+// that TestRescaleCentral can fail), while every pane of a key that did
+// not move is whole. The same when leaving a count that does not divide
+// 960 (7 -> 8, 100 -> 120): a key's state is grouped the same way on
+// every count, so a key that stayed finds it (it used to be grouped by
+// hash mod 7 there, and looked up by hash mod 960 after the change: every
+// key lost its state).
 func TestGrowWithoutTool(t *testing.T) {
-	got, want, _, _ := rescaled(t, 4, 8, false)
-	if slices.Equal(got, want) {
-		t.Fatal("panes equal without the rescale: the central test could not tell")
+	for _, c := range [][2]int{{4, 8}, {7, 8}, {100, 120}} {
+		t.Run(fmt.Sprintf("%d_to_%d", c[0], c[1]), func(t *testing.T) {
+			from, to := c[0], c[1]
+			got, want, _, _ := rescaled(t, from, to, false)
+			checkSplit(t, got, want, func(k string) bool {
+				return state.PartitionFor([]byte(k), from) != state.PartitionFor([]byte(k), to)
+			})
+		})
 	}
-	split := 0
-	for _, g := range got {
-		if !slices.Contains(want, g) {
-			k := strings.Fields(g)[0]
-			if state.PartitionFor([]byte(k), 4) == state.PartitionFor([]byte(k), 8) {
-				t.Errorf("pane %q of a key that did not move differs", g)
+}
+
+// checkSplit checks panes after a count change without the tool: a key
+// that did not move has exactly its panes; a key that moved has each pane
+// either whole or split in two (the rows of each partition), whose counts
+// and sums add up to it, and at least one key is split.
+func checkSplit(t *testing.T, got, want []string, moved func(k string) bool) {
+	t.Helper()
+	type pane struct{ n, s int64 }
+	parse := func(lines []string) map[string][]pane {
+		out := map[string][]pane{}
+		for _, l := range lines {
+			var k string
+			var ws, n, s int64
+			if _, err := fmt.Sscanf(l, "%s %d %d %d", &k, &ws, &n, &s); err != nil {
+				t.Fatalf("pane %q: %v", l, err)
 			}
+			id := fmt.Sprintf("%s %d", k, ws)
+			out[id] = append(out[id], pane{n, s})
+		}
+		return out
+	}
+	g, w := parse(got), parse(want)
+	split := 0
+	for id, wp := range w {
+		k := strings.Fields(id)[0]
+		gp := g[id]
+		if !moved(k) {
+			if fmt.Sprint(gp) != fmt.Sprint(wp) {
+				t.Errorf("key %s did not move: pane %s is %v, want %v", k, id, gp, wp)
+			}
+			continue
+		}
+		var n, s int64
+		for _, p := range gp {
+			n, s = n+p.n, s+p.s
+		}
+		if len(gp) > 2 || n != wp[0].n || s != wp[0].s {
+			t.Errorf("key %s moved: pane %s is %v, want %v whole or split in two", k, id, gp, wp)
+		}
+		if len(gp) == 2 {
 			split++
 		}
 	}
+	for id := range g {
+		if _, ok := w[id]; !ok {
+			t.Errorf("pane %s %v of no input", id, g[id])
+		}
+	}
 	if split == 0 {
-		t.Error("no pane differs")
+		t.Error("no pane split: the test shows nothing")
 	}
 }
 
@@ -611,18 +670,123 @@ func TestRescaleRefusals(t *testing.T) {
 	a.stop()
 	refused(fmt.Sprintf("partition %d's placement verdict is -1", wrong), rescale.Options{Streams: []string{"w"}})
 
-	// State that ran on a count that does not divide 960.
-	b := newApp(t, 1)
-	b.allowNonDivisor = true
-	b.start(ctx)
-	defer b.stop()
-	b.exec(ctx, fmt.Sprintf(sourceSQL, b.topic, 7), fmt.Sprintf(streamSQL, b.out))
-	b.produce(ctx, input(7, 50, 200, 3*minute), 7)
-	b.exec(ctx, "FLUSH")
-	b.stop()
-	if _, err := rescale.Run(ctx, b.k, rescale.Options{AppID: b.id, To: 8}); err == nil || !strings.Contains(err.Error(), "stream w runs on 7 partitions, which does not divide 960") {
-		t.Errorf("state on 7 partitions: %v", err)
+}
+
+// TestRescaleRefusesStateItCannotSplit: the refusals of state the tool
+// cannot split by key, each naming its reason and writing nothing.
+//
+//   - State left on 7 partitions by a change of count without the tool
+//     (4 -> 7, an upsert stream whose keys that moved have state on their
+//     old partition and their new one): on a count that does not divide
+//     960 the start-up cleanup never runs, and which copy is live cannot
+//     be told from a key group.
+//   - State on 7 partitions written by an earlier release, grouped by
+//     hash mod 7 (here: its record that it is keyed by groups of 960
+//     deleted from the changelog).
+//   - A stateful stream without a partition key its state is split by:
+//     keyed state and no placement check (here: its placement records
+//     deleted, as a stream that ran before the check kept them). A stream
+//     on a source without partition_key is planned behind a hop, whose
+//     topic keeps its count: nothing to move.
+func TestRescaleRefusesStateItCannotSplit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	refused := func(a *app, stream, want string) {
+		t.Helper()
+		topics := []string{a.topic, "turbine-" + a.id + "-" + stream + "-changelog"}
+		ends := func() string {
+			var b strings.Builder
+			for _, topic := range topics {
+				e, err := a.k.EndOffsets(ctx, topic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&b, "%s %v; ", topic, e)
+			}
+			return b.String()
+		}
+		was := ends()
+		_, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, DataDirs: a.dirs})
+		var r *rescale.RefusedError
+		if !errors.As(err, &r) || !strings.Contains(err.Error(), want) {
+			t.Errorf("rescale: %v, want a refusal saying %q", err, want)
+		}
+		if now := ends(); now != was {
+			t.Errorf("the refusal wrote: before %s, after %s", was, now)
+		}
 	}
+	// deleteTask deletes a task value of stream from every partition of
+	// its changelog.
+	deleteTask := func(a *app, stream, name string, parts int) {
+		t.Helper()
+		var recs []*kafkaio.Record
+		for p := range int32(parts) {
+			recs = append(recs, &kafkaio.Record{Topic: "turbine-" + a.id + "-" + stream + "-changelog", Partition: p, Key: state.TaskKey(stream, p, name)})
+		}
+		if err := a.k.ProduceSync(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("two_copies", func(t *testing.T) {
+		a := newApp(t, 1)
+		a.allowNonDivisor = true
+		a.start(ctx)
+		defer a.stop()
+		a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, 4), fmt.Sprintf(`CREATE STREAM up WITH (topic = '%sup') AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`, a.out))
+		evs := input(3, 50, 200, minute)
+		a.produce(ctx, evs, 4)
+		a.exec(ctx, "FLUSH")
+		a.stop()
+		if err := a.k.CreatePartitions(ctx, a.topic, 7); err != nil {
+			t.Fatal(err)
+		}
+		a.start(ctx)
+		a.produce(ctx, evs, 7)
+		a.exec(ctx, "FLUSH")
+		a.stop()
+		refused(a, "up", "both hold state of one key")
+	})
+
+	t.Run("earlier_release", func(t *testing.T) {
+		a := newApp(t, 1)
+		a.allowNonDivisor = true
+		a.start(ctx)
+		defer a.stop()
+		a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, 7), fmt.Sprintf(streamSQL, a.out))
+		a.produce(ctx, input(7, 50, 200, 3*minute), 7)
+		a.exec(ctx, "FLUSH")
+		a.stop()
+		deleteTask(a, "w", state.KeyGroupsKey, 7)
+		refused(a, "w", "ran on a partition count that does not divide 960 under an earlier release")
+	})
+
+	t.Run("no_partition_key", func(t *testing.T) {
+		a := newApp(t, 1)
+		a.start(ctx)
+		defer a.stop()
+		a.exec(ctx, fmt.Sprintf(sourceSQL, a.topic, 4), fmt.Sprintf(streamSQL, a.out),
+			fmt.Sprintf(`CREATE SOURCE nk (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = '%snk', partitions = 4)`, a.out),
+			`CREATE STREAM nkw AS SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM nk GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`)
+		evs := input(5, 50, 200, 3*minute)
+		a.produce(ctx, evs, 4)
+		var recs []*kafkaio.Record
+		for i, e := range evs {
+			v, _ := json.Marshal(map[string]any{"k": e.k, "x": e.x, "ts": e.ts})
+			recs = append(recs, &kafkaio.Record{Topic: a.out + "nk", Partition: int32(i % 4), Value: v})
+		}
+		if err := a.k.ProduceSync(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+		a.exec(ctx, "FLUSH")
+		a.stop()
+		sum, err := rescale.Run(ctx, a.k, rescale.Options{AppID: a.id, To: 8, Streams: []string{"nkw"}})
+		if err != nil || len(sum.Streams) != 1 || !strings.Contains(sum.Streams[0].Skipped, "keyed by its hop's internal topic") {
+			t.Fatalf("a stream on a source without partition_key: %+v, %v", sum.Streams, err)
+		}
+		deleteTask(a, "w", "placement", 4)
+		refused(a, "w", "stream w has no partition key its state is split by")
+	})
 }
 
 // TestRescaleFigures rescales keys with open windows, 4 -> 8, and prints
@@ -687,21 +851,30 @@ func TestRescaleFigures(t *testing.T) {
 // it) three times at different points of its writes, each run resuming
 // the last, then lets a fourth run finish: every one of 200,000 keys
 // still has exactly its pane.
+//
+// The same from 7 partitions, which does not divide 960 (keys moved one
+// by one), on 100,000 keys.
 func TestRescaleKilled(t *testing.T) {
-	const keys, windows = 200_000, 4
+	t.Run("4_to_8", func(t *testing.T) { rescaleKilled(t, 4, 200_000) })
+	t.Run("7_to_8", func(t *testing.T) { rescaleKilled(t, 7, 100_000) })
+}
+
+func rescaleKilled(t *testing.T, from, keys int) {
+	const windows = 4
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a := newApp(t, 2)
+	a.allowNonDivisor = !state.Divides(from)
 	a.start(ctx)
 	defer a.stop()
-	a.exec(ctx, fmt.Sprintf(`CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = '%s', partitions = 4, partition_key = 'k')`, a.topic), fmt.Sprintf(streamSQL, a.out))
+	a.exec(ctx, fmt.Sprintf(`CREATE SOURCE ev (k TEXT, x BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) WITH (topic = '%s', partitions = %d, partition_key = 'k')`, a.topic, from), fmt.Sprintf(streamSQL, a.out))
 	evs := make([]event, 0, keys)
 	for j := range keys {
-		evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: int64(j % 7), ts: int64(j) * windows * minute / keys})
+		evs = append(evs, event{k: fmt.Sprintf("key%d", j), x: int64(j % 7), ts: int64(j) * windows * minute / int64(keys)})
 	}
 	// At once: one commit writes 200,000 new groups to the changelog,
 	// more than a 1 MB batch holds (kafkaio keeps each batch under it).
-	a.produce(ctx, evs, 4)
+	a.produce(ctx, evs, from)
 	a.exec(ctx, "FLUSH")
 	a.stop()
 	if err := a.k.CreatePartitions(ctx, a.topic, 8); err != nil {

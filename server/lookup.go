@@ -46,7 +46,7 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 	}
 	enc := exec.AppendKey(nil, []*exec.Vec{key}, 0)
 	text := exec.PartitionKeyText(key, 0, nil)
-	kg := state.GroupOf(text, r.spec.nIn)
+	kg := state.KeyGroup(text)
 	// The group is in the scope of the partition its records arrived on:
 	// where murmur2 places the key, unless the producer hashes otherwise.
 	val, err := s.store.ScopedGroup(rel.Stream.Name, state.PartitionFor(text, r.spec.nIn), r.spec.nIn, exec.NoWindow, kg, enc)
@@ -54,7 +54,7 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 		return nil, err == nil, err
 	}
 	val = dataflow.StoredAccs(val, rel.Stream.Options.StateTTLMs > 0)
-	ag, err := planner.NewAggregator(sp, 0, r.spec.nIn)
+	ag, err := planner.NewAggregator(sp, 0)
 	if err != nil {
 		return nil, false, err
 	}

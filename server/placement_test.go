@@ -44,6 +44,8 @@ type placementRig struct {
 	// metadataEvery is how often streams look for a changed count (0:
 	// the tests' default).
 	metadataEvery time.Duration
+	// allowNonDivisor: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1.
+	allowNonDivisor bool
 }
 
 func newPlacementRig(t *testing.T) *placementRig {
@@ -67,6 +69,7 @@ func (r *placementRig) start() {
 		c.Brokers = r.cluster.ListenAddrs()
 		c.AppID = "placement"
 		c.Clock = r.clock.now
+		c.AllowNonDivisor = r.allowNonDivisor
 		if r.metadataEvery > 0 {
 			c.MetadataInterval = r.metadataEvery
 		}
@@ -634,5 +637,59 @@ func TestCountSeenWhileRunning(t *testing.T) {
 	}
 	if rows[0].counts != "4" {
 		t.Fatalf("partition 0 saw nothing suspect, yet: %+v", rows[0])
+	}
+}
+
+// TestCleanupLeavingNonDivisorCount: a declared source on 7 partitions
+// (which does not divide 960) grown to 8. After the transition window the
+// start-up cleanup drops, on each old partition, exactly the state of the
+// keys that moved: a key's group is murmur2 mod 960 on every count, so
+// under 8 the groups a partition does not own are the keys that left it,
+// whatever count the state ran on before. The keys that stayed keep their
+// state.
+func TestCleanupLeavingNonDivisorCount(t *testing.T) {
+	parallel(t)
+	r := newPlacementRig(t)
+	r.allowNonDivisor = true
+	r.restart()
+	r.exec(fmt.Sprintf(keyedDDL, "s7", 7, ", partition_hash = 'murmur2'"), fmt.Sprintf(countsDDL, "s7n", "s7"))
+	var keys []string
+	for i := 0; i < 60; i++ {
+		keys = append(keys, fmt.Sprintf("key%d", i))
+	}
+	r.insert("s7", keys, 1)
+	r.exec("FLUSH")
+	if err := r.srv.kafka.CreatePartitions(r.ctx, "s7", 8); err != nil {
+		t.Fatal(err)
+	}
+	waitTasks(r.ctx, t, r.conn, r.srv, "s7n", 8)
+	r.clock.advance(11 * time.Minute)
+	r.waitPartitions("s7n", "windows closed", func(rows []partRow) bool {
+		for _, row := range rows[:7] {
+			if !strings.HasPrefix(row.transition, "closed at offset") {
+				return false
+			}
+		}
+		return true
+	})
+	r.restart()
+	moved := 0
+	for p := int32(0); p < 7; p++ {
+		want := map[uint16]int{}
+		for _, k := range keys {
+			if state.PartitionFor([]byte(k), 7) == p {
+				if state.PartitionFor([]byte(k), 8) == p {
+					want[state.KeyGroup([]byte(k))]++
+				} else {
+					moved++
+				}
+			}
+		}
+		if got := r.storedGroups("s7n", p); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("partition %d after the cleanup holds groups\n%v\nwant (the keys that stayed)\n%v", p, got, want)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved: the test shows nothing")
 	}
 }

@@ -85,7 +85,7 @@ func (s *Server) estimate(p *planner.Plan) (*planner.Estimate, error) {
 			hasT = true
 		}
 		e.Windows += int64(len(windows))
-		a, err := planner.NewAggregator(p, 0, 0)
+		a, err := planner.NewAggregator(p, 0)
 		if err != nil {
 			rec.Release()
 			return nil, err

@@ -98,50 +98,43 @@ func CheckDivisor(topic string, n int, option string) error {
 	return &DivisorError{Topic: topic, Count: n, Option: option}
 }
 
-// GroupsFor is the number of key groups state is split into on a partition
-// count of n: KeyGroups when n divides it. On any other count (started with
-// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1) no split into 960 groups agrees
-// with Kafka's placement, so each partition is its own group: that state
-// can never be rescaled, which is what the refusal warned about.
-func GroupsFor(n int) int {
-	if Divides(n) {
-		return KeyGroups
-	}
-	return n
-}
-
-// GroupOf is the key group of a partition-key value on a count of n.
-func GroupOf(key []byte, n int) uint16 { return uint16(PositiveHash(key) % uint32(GroupsFor(n))) }
+// A key's group is murmur2(key) mod 960 on every partition count. On a
+// count that does not divide 960 (started with
+// TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1) a partition receives keys of
+// every group, so its groups no longer say which keys it holds; but a
+// key's group does not depend on the count, so after a change of count a
+// key that stayed on its partition finds its state there under the same
+// group, and once the count divides 960 again "the groups p does not own"
+// are once more exactly the keys that moved away from p. (Before this,
+// such a count grouped state by hash mod N, which a lookup under the next
+// count, by hash mod 960, never found: every key lost its state.)
 
 // OwnedCount is len(OwnedGroups(p, n)), without building the list.
 func OwnedCount(p int32, n int) int {
-	if n <= 0 || int(p) >= GroupsFor(n) {
+	if n <= 0 || int(p) >= KeyGroups {
 		return 0
 	}
-	return (GroupsFor(n)-1-int(p))/n + 1
+	return (KeyGroups-1-int(p))/n + 1
 }
 
-// OwnedGroups lists, ascending, the key groups partition p of n owns.
+// OwnedGroups lists, ascending, the key groups partition p of n owns
+// (g mod n == p): on a count that does not divide 960 these are not the
+// keys p receives.
 func OwnedGroups(p int32, n int) []uint16 {
 	var out []uint16
-	for g := int(p); g < GroupsFor(n); g += n {
+	for g := int(p); g < KeyGroups; g += n {
 		out = append(out, uint16(g))
 	}
 	return out
 }
 
-// IntGroups sets dst[i] to the key group, on a count of n partitions
-// (0: KeyGroups), of the integer partition key vals[i] (whose text is its
-// decimal), for each i < len(dst); a NULL (null[i]) gets NullGroup. It is
-// GroupOf over a column: each key's digits are made eight at a time in a
+// IntGroups sets dst[i] to the key group of the integer partition key
+// vals[i] (whose text is its decimal), for each i < len(dst); a NULL
+// (null[i]) gets NullGroup. It is KeyGroup over a column: each key's digits are made eight at a time in a
 // buffer on the stack (decimal) instead of by strconv two at a time into
 // an appended slice. At 10^7 keys, where each row of a cold window needs
 // its key group, that was 7% of the ingest's CPU, and this is half.
-func IntGroups(dst []uint16, vals []int64, null []bool, n int) {
-	groups := uint32(KeyGroups)
-	if n > 0 {
-		groups = uint32(GroupsFor(n))
-	}
+func IntGroups(dst []uint16, vals []int64, null []bool) {
 	var buf [24]byte
 	for i := range dst {
 		if null != nil && null[i] {
@@ -149,7 +142,7 @@ func IntGroups(dst []uint16, vals []int64, null []bool, n int) {
 			continue
 		}
 		z := decimal(&buf, vals[i])
-		dst[i] = uint16(PositiveHash(buf[z:]) % groups)
+		dst[i] = uint16(PositiveHash(buf[z:]) % KeyGroups)
 	}
 }
 

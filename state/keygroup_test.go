@@ -8,9 +8,9 @@ import (
 )
 
 // TestIntGroups: the column pass gives each integer key the group its
-// decimal text has (GroupOf, what placement and the record's key use), and
-// NULLs the NULL group, on divisor and non-divisor counts; its decimal is
-// strconv's for every length and sign.
+// decimal text has (KeyGroup, what placement and the record's key use),
+// and NULLs the NULL group; its decimal is strconv's for every length and
+// sign.
 func TestIntGroups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	vals := []int64{0, 1, -1, 9, 10, 99, 100, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, -1000000007}
@@ -30,21 +30,16 @@ func TestIntGroups(t *testing.T) {
 	for i := range null {
 		null[i] = i%7 == 3
 	}
-	for _, n := range []int{0, 1, 4, 7, 960, 1000} {
-		for _, nulls := range [][]bool{nil, null} {
-			dst := make([]uint16, len(vals))
-			IntGroups(dst, vals, nulls, n)
-			for i, v := range vals {
-				want := KeyGroup([]byte(strconv.FormatInt(v, 10)))
-				if n > 0 {
-					want = GroupOf([]byte(strconv.FormatInt(v, 10)), n)
-				}
-				if nulls != nil && nulls[i] {
-					want = NullGroup
-				}
-				if dst[i] != want {
-					t.Fatalf("n=%d: key %d (null %v): group %d, want %d", n, v, nulls != nil && nulls[i], dst[i], want)
-				}
+	for _, nulls := range [][]bool{nil, null} {
+		dst := make([]uint16, len(vals))
+		IntGroups(dst, vals, nulls)
+		for i, v := range vals {
+			want := KeyGroup([]byte(strconv.FormatInt(v, 10)))
+			if nulls != nil && nulls[i] {
+				want = NullGroup
+			}
+			if dst[i] != want {
+				t.Fatalf("key %d (null %v): group %d, want %d", v, nulls != nil && nulls[i], dst[i], want)
 			}
 		}
 	}

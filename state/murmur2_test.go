@@ -52,8 +52,12 @@ func TestNearestValid(t *testing.T) {
 	}
 }
 
+// TestOwnedGroups: on a count that divides 960 the groups a partition
+// owns hold exactly the keys Kafka places on it. On one that does not
+// (7, 100) every partition still owns its share of the 960 groups, but a
+// key's group is the same on every count: murmur2 mod 960, never mod n.
 func TestOwnedGroups(t *testing.T) {
-	for _, n := range []int{1, 4, 7, 960} {
+	for _, n := range []int{1, 4, 7, 100, 960} {
 		owner := map[uint16]int32{}
 		for p := int32(0); p < int32(n); p++ {
 			for _, g := range OwnedGroups(p, n) {
@@ -63,11 +67,14 @@ func TestOwnedGroups(t *testing.T) {
 				owner[g] = p
 			}
 		}
-		if len(owner) != GroupsFor(n) {
-			t.Fatalf("n=%d: %d groups owned, want %d", n, len(owner), GroupsFor(n))
+		if len(owner) != KeyGroups {
+			t.Fatalf("n=%d: %d groups owned, want %d", n, len(owner), KeyGroups)
+		}
+		if !Divides(n) {
+			continue
 		}
 		for _, k := range []string{"a", "b", "tenant-1", "42", "", "ünïcødé"} {
-			if got, want := owner[GroupOf([]byte(k), n)], PartitionFor([]byte(k), n); got != want {
+			if got, want := owner[KeyGroup([]byte(k))], PartitionFor([]byte(k), n); got != want {
 				t.Errorf("n=%d key %q: group owned by %d, Kafka places it on %d", n, k, got, want)
 			}
 		}

@@ -114,7 +114,7 @@ func (s *Store) DropMovedGroups(stream string, p int32, n int) (entries, groups 
 		return 0, 0, nil
 	}
 	scope := Scope(stream, p)
-	owned := func(g uint16) bool { return g == NullGroup || (int(g) < GroupsFor(n) && OwnerOf(g, n) == p) }
+	owned := func(g uint16) bool { return g == NullGroup || (int(g) < KeyGroups && OwnerOf(g, n) == p) }
 	seen := map[uint16]bool{}
 	// Count first, so the log says what went.
 	count := func(kg uint16) {

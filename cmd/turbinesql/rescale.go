@@ -47,7 +47,8 @@ func rescaleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		fmt.Fprintln(stderr, `usage: turbinesql rescale --brokers B --app-id A --to M [--data-dir D ...] [--stream S ...] [--kafka-* ...]
 
 Moves the keyed state of a stopped app's streams from their partition count
-to M, whole key groups at a time, in each stream's changelog; the input topic
+to M, whole key groups at a time (key by key from a count that does not
+divide 960), in each stream's changelog; the input topic
 grows to M if it has fewer partitions. Stop every server of the app first.`)
 		fs.PrintDefaults()
 	}
