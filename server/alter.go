@@ -112,7 +112,7 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 			WithPos(pos).WithHint("a topic only grows; to read fewer partitions, create a new topic and a source on it")
 	}
 	if err := state.CheckDivisor(src.Topic, m, ""); err != nil && !s.cfg.AllowNonDivisor {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions = %d does not divide 960: keyed state on topic %q could never be rescaled again", m, src.Topic).
+		return nil, sql.Errorf(sql.CodeInvalidParameter, "partitions = %d does not divide 960: keyed state on topic %q could be rescaled only back to a count that divides 960", m, src.Topic).
 			WithPos(pos).WithHint("choose a count that divides 960 (closest: %s), or start the server with TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1", state.ClosestValid(m))
 	}
 	if m == have {

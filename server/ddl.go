@@ -508,7 +508,7 @@ func (s *Server) keyedCount(topic string, n int, option string, attrs ...any) er
 	if !s.cfg.AllowNonDivisor {
 		return &sql.Error{Code: sql.CodeInvalidParameter, Message: err.Error(), Err: err}
 	}
-	s.log.Warn("keyed state on a partition count that does not divide 960 can never be rescaled (started anyway: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)",
+	s.log.Warn("keyed state on a partition count that does not divide 960 can be rescaled only to a count that divides 960 (started anyway: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)",
 		append(attrs, "topic", topic, "partitions", n, "closest_valid", state.ClosestValid(n), "fix", de.Remedy())...)
 	return nil
 }

@@ -51,7 +51,7 @@ func TestNonDivisorWarnings(t *testing.T) {
 	exec(`CREATE SOURCE six (k TEXT, other TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'six', partitions = 6, partition_key = 'k')`)
 	exec(`CREATE SOURCE seven (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'seven', partitions = 7, partition_key = 'k')`)
 
-	const msg = "keyed state on a partition count that does not divide 960 can never be rescaled (started anyway: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)"
+	const msg = "keyed state on a partition count that does not divide 960 can be rescaled only to a count that divides 960 (started anyway: TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1)"
 	for _, tc := range []struct {
 		stmt, topic, option string
 	}{
@@ -69,7 +69,7 @@ func TestNonDivisorWarnings(t *testing.T) {
 			t.Fatalf("%s: %d notices, want 1: %v", tc.stmt, len(ns), ns)
 		}
 		n := ns[0]
-		want := `topic "` + tc.topic + `" has 7 partitions, which does not divide 960: keyed state on it can never be rescaled (closest valid counts: 6 and 8)`
+		want := `topic "` + tc.topic + `" has 7 partitions, which does not divide 960: keyed state on it can be rescaled only to a count that divides 960 (closest valid counts: 6 and 8)`
 		if n.Severity != "WARNING" || n.Message != want || !strings.Contains(n.Hint, tc.option) || !strings.Contains(n.Detail, "TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1") {
 			t.Errorf("%s: notice %s %q detail %q hint %q; want WARNING %q, hint %q", tc.stmt, n.Severity, n.Message, n.Detail, n.Hint, want, tc.option)
 		}

@@ -56,14 +56,14 @@ type DivisorError struct {
 }
 
 func (e *DivisorError) Error() string {
-	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state could never be rescaled (closest valid counts: %s); %s, or set TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 to start anyway",
+	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state on it could be rescaled only back to a count that divides 960 (closest valid counts: %s); %s, or set TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1 to start anyway",
 		e.Topic, e.Count, ClosestValid(e.Count), e.Remedy())
 }
 
 // Warning says the same of a start that goes ahead anyway
 // (TURBINE_ALLOW_NON_DIVISOR_PARTITIONS=1); Remedy is the way back.
 func (e *DivisorError) Warning() string {
-	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state on it can never be rescaled (closest valid counts: %s)",
+	return fmt.Sprintf("topic %q has %d partitions, which does not divide 960: keyed state on it can be rescaled only to a count that divides 960 (closest valid counts: %s)",
 		e.Topic, e.Count, ClosestValid(e.Count))
 }
 
