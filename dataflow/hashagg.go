@@ -392,7 +392,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 	}
 	env.Metrics.LateRows.WithLabelValues(env.Name, action).Add(float64(len(late)))
 	env.Metrics.late.note(env, len(late), action)
-	env.Stats.Late.Add(int64(len(late)))
+	env.Counts.Late.Add(int64(len(late)))
 }
 
 // lateWindows names the windows a late row fell in, "start/end" each,

@@ -104,6 +104,19 @@ func (r *stream) status() (string, error) {
 	return "running", nil
 }
 
+// counters are what SHOW STREAMS and the console count for the stream:
+// its stages' counters, committed with their state, and those of the
+// repartition hop in front: what the hop could not decode was read from
+// the source for this stream too (skipped or dead-lettered there).
+func (r *stream) counters() dataflow.Counters {
+	c := r.stats.Load()
+	if h := r.hop; h != nil {
+		hc := h.stats.Load()
+		c = c.Plus(dataflow.Counters{In: hc.Skipped + hc.DLQ, Skipped: hc.Skipped, DLQ: hc.DLQ})
+	}
+	return c
+}
+
 // recordHeadroom is what a topic holding copies of another's records
 // (dead letters, late rows, a repartition hop's) adds to its
 // max.message.bytes for the headers the copies carry.
