@@ -199,8 +199,8 @@ type Env struct {
 	// Counts are the task's counters (SHOW STREAMS): operators add what
 	// they count, the task commits them with its state.
 	Counts *TaskCounts
-	Now      func() time.Time
-	Log      Logger
+	Now    func() time.Time
+	Log    Logger
 	// ExactlyOnce: the task commits in transactions (txn.go).
 	ExactlyOnce bool
 }
