@@ -88,6 +88,7 @@ const minSliceRuns = 64
 
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
+	h.knownSeries()
 	a, err := planner.NewAggregator(h.Plan, h.LatenessMs, env.Partitions)
 	if err != nil {
 		return err
@@ -362,6 +363,27 @@ func decodeSources(v []byte) (map[int32][]byte, error) {
 		v = v[a+b+int(l):]
 	}
 	return out, nil
+}
+
+// knownSeries creates, at 0, the series the operator counts into, so a
+// dashboard sees them from the stream's start rather than from its first
+// late row or recovered window.
+func (h *HashAgg) knownSeries() {
+	m, name := h.env.Metrics, h.env.Name
+	switch {
+	case h.Merge:
+		m.CombineLatePartials.WithLabelValues(name)
+		m.RecoveredTimers.WithLabelValues(name)
+	case h.Plan.Window != nil:
+		action := "dropped"
+		if h.LateDataTopic != "" {
+			action = "routed"
+		}
+		m.LateRows.WithLabelValues(name, action)
+		m.RecoveredTimers.WithLabelValues(name)
+	case h.StateTTL > 0:
+		m.ExpiredGroups.WithLabelValues(name)
+	}
 }
 
 // routeLate accounts for rows every window of which had closed: with a

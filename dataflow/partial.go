@@ -63,6 +63,7 @@ func (c *PartialAgg) Due(now time.Time) bool {
 func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	c.env = env
 	c.out = newShipCounts(env, c.Partitions)
+	env.Metrics.LateRows.WithLabelValues(env.Name, "dropped") // at 0 from the start
 	a, err := planner.NewAggregator(c.Plan, 0, 0)
 	if err != nil {
 		return err

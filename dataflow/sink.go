@@ -47,6 +47,9 @@ var _ Op = (*Sink)(nil)
 func (s *Sink) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.out = env.Metrics.RecordsOut.WithLabelValues(env.Name)
+	if s.OnError == "skip" || s.OnError == "dlq" {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, s.OnError) // oversized rows, at 0 from the start
+	}
 	s.mk = -1
 	if s.MessageKey != "" {
 		s.mk = s.Schema.Index(s.MessageKey)

@@ -70,6 +70,14 @@ func (s *Source) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.dec = NewDecoder(s.Input)
 	s.countsIn = env.Metrics.RecordsIn.WithLabelValues(env.Name, strconv.Itoa(int(env.Partition)))
+	// The series onError counts into, at 0 from the start (a dashboard
+	// sees them before the first bad record).
+	if src := s.Input.Source; src != nil && (src.OnError == "skip" || src.OnError == "dlq") {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, src.OnError)
+		if s.TimeRequired {
+			env.Metrics.NullEventTime.WithLabelValues(env.Name, src.OnError)
+		}
+	}
 	return nil
 }
 

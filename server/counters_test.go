@@ -270,3 +270,59 @@ func TestCountersSurviveRestartsAndCrashes(t *testing.T) {
 	}
 	t.Logf("counts: %v", strings.ReplaceAll(fmt.Sprint(got), "} ", "}\n"))
 }
+
+// TestCounterSeriesExistFromCreate: right after CREATE STREAM, before any
+// input, every counter series a stream (and its hop) can count into is
+// exported at 0, per partition where it is labelled so: a dashboard sees
+// them from the start, not from the first event.
+func TestCounterSeriesExistFromCreate(t *testing.T) {
+	parallel(t)
+	ctx, srv, conn := testSession(t, 90*time.Second)
+	execAll(ctx, t, conn, `CREATE SOURCE ev (k TEXT, u TEXT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev',
+		partitions = 2, partition_key = 'k', on_error = 'dlq')`)
+	perPartition := func(series, stream string) []string {
+		return []string{fmt.Sprintf("%s{partition=0,stream=%s}", series, stream), fmt.Sprintf("%s{partition=1,stream=%s}", series, stream)}
+	}
+	windowed := func(name string) []string {
+		return append(perPartition("turbine_records_in_total", name),
+			"turbine_records_out_total{stream="+name+"}",
+			"turbine_decode_errors_total{policy=dlq,stream="+name+"}",
+			"turbine_null_event_time_total{policy=dlq,stream="+name+"}",
+			"turbine_late_rows_total{action=dropped,stream="+name+"}",
+			"turbine_recovered_due_timers_total{stream="+name+"}")
+	}
+	for _, c := range []struct {
+		stmt string
+		want func() []string
+	}{
+		{"CREATE STREAM loc AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)", func() []string { return windowed("loc") }},
+		{"CREATE STREAM routed WITH (late_data_topic = 'late') AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)", func() []string {
+			return []string{"turbine_late_rows_total{action=routed,stream=routed}"}
+		}},
+		{"CREATE STREAM rep WITH (strategy = 'repartition') AS SELECT u, COUNT(*) AS n FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '1' MINUTE)", func() []string {
+			srv.mu.Lock()
+			hop := srv.streams["rep"].hop.topic
+			srv.mu.Unlock()
+			return append(append(windowed("rep"), perPartition("turbine_records_in_total", hop)...),
+				"turbine_decode_errors_total{policy=dlq,stream="+hop+"}",
+				"turbine_repartition_null_keys_total{hop="+hop+"}")
+		}},
+		{"CREATE STREAM cmb WITH (strategy = 'combine') AS SELECT u, COUNT(*) AS n FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '1' MINUTE)", func() []string {
+			return append(windowed("cmb"), "turbine_combine_late_partials_total{stream=cmb}")
+		}},
+		{"CREATE STREAM sel AS SELECT k, v FROM ev", func() []string {
+			return append(perPartition("turbine_records_in_total", "sel"), "turbine_records_out_total{stream=sel}", "turbine_decode_errors_total{policy=dlq,stream=sel}")
+		}},
+		{"CREATE STREAM ttl WITH (state_ttl = INTERVAL '1' HOUR) AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k", func() []string {
+			return append(perPartition("turbine_records_in_total", "ttl"), "turbine_expired_groups_total{stream=ttl}")
+		}},
+	} {
+		execAll(ctx, t, conn, c.stmt)
+		got := gathered(t, srv)
+		for _, series := range c.want() {
+			if v, ok := got[series]; !ok || v != 0 {
+				t.Errorf("after %.40s...: %s = %v (exported: %v), want it exported at 0", c.stmt, series, v, ok)
+			}
+		}
+	}
+}
