@@ -234,7 +234,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Stats != nil {
-		cfg.Stats.stage(cfg.State, cfg.Partitions, deps.Store)
+		cfg.Stats.Track(cfg.State, cfg.Partitions, deps.Store)
 	}
 	if cfg.Standbys > 0 && cfg.Node != "" {
 		// Before joining: the first assignment claims its partitions.

@@ -143,10 +143,12 @@ type counterStore interface {
 	TaskValue(name string, p int32, key string) ([]byte, error)
 }
 
-// stage registers the stage whose state is named state, of partitions
-// partitions (a stage started again under the same state, after a
-// restart or a resize, replaces its entry: its tasks count once).
-func (s *Stats) stage(state string, partitions int, store counterStore) {
+// Track counts the stage whose state is named state, of partitions
+// partitions, into s (StartStage does; a server tracks the stages of a
+// stream that does not run, so that it shows what they committed). A
+// stage started again under the same state, after a restart or a resize,
+// replaces its entry: its tasks count once.
+func (s *Stats) Track(state string, partitions int, store counterStore) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stages == nil {
