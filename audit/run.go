@@ -880,9 +880,10 @@ func (c *chaos) flushOnce(ctx context.Context, s *server) error {
 }
 
 // poll reads SHOW STREAMS every second, keeping each server run's last
-// late_rows per stream: the counter starts from zero at every start, so
-// the run's total is the sum over runs (a SIGKILL loses at most the last
-// second's increase; the late-data topics keep every late row).
+// late_rows per stream (it survives restarts: the largest seen counts),
+// and the /metrics counters, which start from zero at every start (their
+// total is the sum over runs; a SIGKILL loses at most the last second's
+// increase; the late-data topics keep every late row).
 func (c *chaos) poll(ctx context.Context) {
 	for {
 		select {
@@ -997,7 +998,9 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 	}
 	c.mu.Lock()
 	for _, perRun := range c.late {
-		v.late += perRun[s.name].show
+		// SHOW STREAMS's count survives restarts (committed with the
+		// state): the largest any run saw, not a sum over runs.
+		v.late = max(v.late, perRun[s.name].show)
 		v.lateMetric += perRun[s.name].metric
 		v.redelivered += perRun[s.name].redelivered
 	}

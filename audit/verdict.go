@@ -30,8 +30,8 @@ type verdict struct {
 	spec                                         streamSpec
 	records                                      int // output records read
 	audited, lost, wrong, dup, unexpected, early int
-	late                                         int64 // SHOW STREAMS late_rows, summed over server runs
-	lateMetric                                   int64 // turbine_late_rows_total, likewise
+	late                                         int64 // SHOW STREAMS late_rows, the largest seen (it survives restarts)
+	lateMetric                                   int64 // turbine_late_rows_total, summed over server runs
 	redelivered                                  int64 // turbine_combine_late_partials_total, likewise
 	lateTopic                                    int64 // records in the late-data topic; -1: the stream has none
 	status                                       string

@@ -44,8 +44,10 @@ type Figures struct {
 
 // Point is one sample as the charts draw it. The rates are over the
 // interval since the sample before; they are nil at a history's first
-// sample and where a counter went down (the stream restarted from a lower
-// count), where there is no interval to measure.
+// sample and where a counter went down, where there is no interval to
+// measure: the counters survive restarts (committed with the state), but
+// a SIGKILL takes back what was counted since the last commit, until that
+// input is read and counted again.
 type Point struct {
 	At           int64    `json:"t"` // Unix milliseconds
 	InPerSec     *float64 `json:"in_per_sec"`

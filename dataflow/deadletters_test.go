@@ -99,7 +99,7 @@ func TestDeadLettersEveryOrder(t *testing.T) {
 							t.Fatal(err)
 						}
 						dead = append(dead, r.out.take()...)
-						counted[stage] = r.env.Stats.DLQ.Load()
+						counted[stage] = r.env.Counts.DLQ.Load()
 					case "hop":
 						hop := newRig(t, nil, 1, 2, &Source{Input: rel, TimeIdx: 3, DLQ: dlq, Letters: letters},
 							&Exchange{Topic: "rep", Partitions: 1, Col: 1, TimeCols: []int{3}})
@@ -113,14 +113,14 @@ func TestDeadLettersEveryOrder(t *testing.T) {
 								dead = append(dead, r)
 							}
 						}
-						counted["hop"] = hop.env.Stats.DLQ.Load()
+						counted["hop"] = hop.env.Counts.DLQ.Load()
 						s := &Source{Input: rel, TimeIdx: -1, DLQ: dlq, Letters: letters, FromHop: true, TimeRequired: true, TimeRequiredIdx: 3}
 						r := newRig(t, nil, 0, 1, s)
 						if _, err := s.Process(context.Background(), &Batch{Partition: 0, Recs: copies}); err != nil {
 							t.Fatal(err)
 						}
 						dead = append(dead, r.out.take()...)
-						counted["hop"] += r.env.Stats.DLQ.Load()
+						counted["hop"] += r.env.Counts.DLQ.Load()
 					}
 				}
 				got := map[int64]int{}

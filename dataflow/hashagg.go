@@ -89,6 +89,7 @@ const minSliceRuns = 64
 
 func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	h.env = env
+	h.knownSeries()
 	a, err := planner.NewAggregator(h.Plan, h.LatenessMs)
 	if err != nil {
 		return err
@@ -404,6 +405,27 @@ func decodeSources(v []byte) (map[int32][]byte, error) {
 	return out, nil
 }
 
+// knownSeries creates, at 0, the series the operator counts into, so a
+// dashboard sees them from the stream's start rather than from its first
+// late row or recovered window.
+func (h *HashAgg) knownSeries() {
+	m, name := h.env.Metrics, h.env.Name
+	switch {
+	case h.Merge:
+		m.CombineLatePartials.WithLabelValues(name)
+		m.RecoveredTimers.WithLabelValues(name)
+	case h.Plan.Window != nil:
+		action := "dropped"
+		if h.LateDataTopic != "" {
+			action = "routed"
+		}
+		m.LateRows.WithLabelValues(name, action)
+		m.RecoveredTimers.WithLabelValues(name)
+	case h.StateTTL > 0:
+		m.ExpiredGroups.WithLabelValues(name)
+	}
+}
+
 // routeLate accounts for rows every window of which had closed: with a
 // late_data_topic they are written there as they came in (key, bytes,
 // broker timestamp), with headers naming the stream, the windows and where
@@ -432,7 +454,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 	}
 	env.Metrics.LateRows.WithLabelValues(env.Name, action).Add(float64(len(late)))
 	env.Metrics.late.note(env, len(late), action)
-	env.Stats.Late.Add(int64(len(late)))
+	env.Counts.Late.Add(int64(len(late)))
 }
 
 // lateWindows names the windows a late row fell in, "start/end" each,

@@ -196,12 +196,20 @@ type Env struct {
 	Store    Store
 	Out      Producer
 	Metrics  *Metrics
-	Stats    *Stats
-	Now      func() time.Time
-	Log      Logger
+	// Counts are the task's counters (SHOW STREAMS): operators add what
+	// they count, the task commits them with its state.
+	Counts *TaskCounts
+	Now    func() time.Time
+	Log    Logger
 	// ExactlyOnce: the task commits in transactions (txn.go).
 	ExactlyOnce bool
 }
+
+// Reread reports whether the record at offset off of the task's input
+// was read, and counted, before the task's restart: a combine's
+// pre-aggregation restarts further back than it had read (its unshipped
+// windows), and what it reads again is a replay, not new input.
+func (e *Env) Reread(off int64) bool { return off < e.Restored.Applied }
 
 // Groups lists the key groups the task owns on its input's count: where a
 // murmur2 producer sends their keys. Its state may hold others (keys a

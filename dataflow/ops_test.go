@@ -77,7 +77,7 @@ func newRigIn(t *testing.T, store *state.Store, p int32, parts int, scope string
 		t.Fatal(err)
 	}
 	r.env = &Env{Name: "s", State: "s", Scope: scope, Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
-		Metrics: NewMetrics(prometheus.NewRegistry()), Stats: &Stats{}, Now: func() time.Time { return r.now },
+		Metrics: NewMetrics(prometheus.NewRegistry()), Counts: &TaskCounts{}, Now: func() time.Time { return r.now },
 		Log: slog.New(slog.DiscardHandler)}
 	r.task = &task{ops: ops}
 	for _, op := range ops {
@@ -230,16 +230,16 @@ func TestSourceOnError(t *testing.T) {
 			}
 			continue
 		case "skip":
-			if r.env.Stats.Skipped.Load() != 1 || len(r.out.recs) != 0 {
-				t.Fatalf("skip: skipped %d, produced %d", r.env.Stats.Skipped.Load(), len(r.out.recs))
+			if r.env.Counts.Skipped.Load() != 1 || len(r.out.recs) != 0 {
+				t.Fatalf("skip: skipped %d, produced %d", r.env.Counts.Skipped.Load(), len(r.out.recs))
 			}
 		case "dlq":
 			dl := r.out.take()
-			if len(dl) != 1 || dl[0].Topic != "ev.dlq" || string(dl[0].Value) != string(bad.Value) || r.env.Stats.DLQ.Load() != 1 {
+			if len(dl) != 1 || dl[0].Topic != "ev.dlq" || string(dl[0].Value) != string(bad.Value) || r.env.Counts.DLQ.Load() != 1 {
 				t.Fatalf("dlq: %d dead letters %+v", len(dl), dl)
 			}
 		}
-		if err != nil || out.Data.N != 2 || !out.HasTime || out.MaxTime != 7000 || r.env.Stats.In.Load() != 3 {
+		if err != nil || out.Data.N != 2 || !out.HasTime || out.MaxTime != 7000 || r.env.Counts.In.Load() != 3 {
 			t.Fatalf("%s: %v, %d rows, max time %d/%v", policy, err, out.Data.N, out.MaxTime, out.HasTime)
 		}
 	}
@@ -260,8 +260,8 @@ func TestHashAggClosesOnWatermark(t *testing.T) {
 	}
 	// A row for a closed window is late: dropped and counted.
 	r.feed(ev(0, 4, "a,x,1,2"))
-	if r.env.Stats.Late.Load() != 1 {
-		t.Fatalf("late rows %d, want 1", r.env.Stats.Late.Load())
+	if r.env.Counts.Late.Load() != 1 {
+		t.Fatalf("late rows %d, want 1", r.env.Counts.Late.Load())
 	}
 	r.watermark(10_000, false)
 	if got := r.out.take(); len(got) != 0 {
@@ -395,8 +395,8 @@ func TestSinkPlacement(t *testing.T) {
 				t.Fatalf("row %d on partition %d, murmur2 says %d", i, rec.Partition, state.PartitionFor(rec.Key, 5))
 			}
 		}
-		if r.env.Stats.Out.Load() != 3 {
-			t.Fatalf("records_out %d", r.env.Stats.Out.Load())
+		if r.env.Counts.Out.Load() != 3 {
+			t.Fatalf("records_out %d", r.env.Counts.Out.Load())
 		}
 	}
 }
@@ -480,9 +480,9 @@ func TestPartialAggShipsAndMerges(t *testing.T) {
 	merge.feed(partials)
 	merge.watermark(wm, false)
 	dropped := testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s"))
-	if got := merge.out.take(); len(got) != 0 || dropped != 1 || merge.env.Stats.Late.Load() != 0 {
+	if got := merge.out.take(); len(got) != 0 || dropped != 1 || merge.env.Counts.Late.Load() != 0 {
 		t.Fatalf("a redelivered partial: %d panes, %v counted in turbine_combine_late_partials_total (want 1), %d late rows (want 0: it is a copy, not a late row)",
-			len(got), dropped, merge.env.Stats.Late.Load())
+			len(got), dropped, merge.env.Counts.Late.Load())
 	}
 }
 
@@ -622,12 +622,12 @@ func TestSourceNullEventTime(t *testing.T) {
 		}
 		switch policy {
 		case "skip":
-			if r.env.Stats.Skipped.Load() != 2 || len(r.out.recs) != 0 {
-				t.Fatalf("skip: skipped %d, produced %d", r.env.Stats.Skipped.Load(), len(r.out.recs))
+			if r.env.Counts.Skipped.Load() != 2 || len(r.out.recs) != 0 {
+				t.Fatalf("skip: skipped %d, produced %d", r.env.Counts.Skipped.Load(), len(r.out.recs))
 			}
 		case "dlq":
 			dl := r.out.take()
-			if len(dl) != 2 || string(dl[0].Value) != string(nullTS.Value) || string(dl[1].Value) != string(noTS.Value) || r.env.Stats.DLQ.Load() != 2 {
+			if len(dl) != 2 || string(dl[0].Value) != string(nullTS.Value) || string(dl[1].Value) != string(noTS.Value) || r.env.Counts.DLQ.Load() != 2 {
 				t.Fatalf("dlq: %d dead letters", len(dl))
 			}
 		}
@@ -663,7 +663,7 @@ func TestPartialAggHopShipsSlices(t *testing.T) {
 	}
 	// 00:00:03 belongs to slice [0,5), shipped; window [0,10) is still open.
 	pre.feed(ev(0, 3, "d,x,1,3"))
-	if late := pre.env.Stats.Late.Load(); late != 1 {
+	if late := pre.env.Counts.Late.Load(); late != 1 {
 		t.Fatalf("late rows %d, want 1", late)
 	}
 	pre.watermark(10_000, false)

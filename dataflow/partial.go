@@ -63,6 +63,7 @@ func (c *PartialAgg) Due(now time.Time) bool {
 func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	c.env = env
 	c.out = newShipCounts(env, c.Partitions)
+	env.Metrics.LateRows.WithLabelValues(env.Name, "dropped") // at 0 from the start
 	a, err := planner.NewAggregator(c.Plan, 0)
 	if err != nil {
 		return err
@@ -134,14 +135,14 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 	}
 	real := 0
 	for _, row := range lateRows {
-		if b.Recs[b.Src[row]].Offset >= c.applied { // not a re-read of a shipped slice
+		if !c.env.Reread(b.Recs[b.Src[row]].Offset) { // not a re-read of a shipped slice
 			real++
 		}
 	}
 	if real > 0 {
 		c.env.Metrics.LateRows.WithLabelValues(c.env.Name, "dropped").Add(float64(real))
 		c.env.Metrics.late.note(c.env, int(real), "dropped")
-		c.env.Stats.Late.Add(int64(real))
+		c.env.Counts.Late.Add(int64(real))
 	}
 	return nil, nil
 }

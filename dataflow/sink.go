@@ -47,6 +47,9 @@ var _ Op = (*Sink)(nil)
 func (s *Sink) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.out = env.Metrics.RecordsOut.WithLabelValues(env.Name)
+	if s.OnError == "skip" || s.OnError == "dlq" {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, s.OnError) // oversized rows, at 0 from the start
+	}
 	s.mk = -1
 	if s.MessageKey != "" {
 		s.mk = s.Schema.Index(s.MessageKey)
@@ -80,7 +83,7 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 				return nil, fmt.Errorf("output record of %d bytes is larger than topic %s accepts (max.message.bytes %d): set on_error = 'skip' or 'dlq' on the source to pass over such rows",
 					size, s.Topic, s.MaxBytes)
 			}
-			s.env.Stats.Out.Add(1)
+			s.env.Counts.Out.Add(1)
 			s.tooLarge(ctx, rec)
 			continue
 		}
@@ -96,7 +99,7 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 	}
 	if n := len(b.Rows) + len(b.Tombstones); n > 0 {
 		s.out.Add(float64(n))
-		s.env.Stats.Out.Add(int64(n))
+		s.env.Counts.Out.Add(int64(n))
 	}
 	return nil, nil
 }
@@ -106,10 +109,10 @@ func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
 	env := s.env
 	size := len(r.Key) + len(r.Value)
 	env.Log.Warn("output record larger than its topic accepts", "topic", r.Topic, "bytes", size, "on_error", s.OnError)
-	env.Stats.Out.Add(-1) // counted when sent; it was not written
+	env.Counts.Out.Add(-1) // counted when sent; it was not written
 	if s.OnError == "skip" {
 		env.Metrics.DecodeErrors.WithLabelValues(env.Name, "skip").Inc()
-		env.Stats.Skipped.Add(1)
+		env.Counts.Skipped.Add(1)
 		return
 	}
 	n := int32(s.DLQ(ctx, s.DLQTopic))
@@ -121,7 +124,7 @@ func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
 		}}
 	env.Out.ProduceOr(ctx, dl, func(d *kafkaio.Record) { env.Out.Produce(ctx, Truncated(d)) })
 	env.Metrics.DecodeErrors.WithLabelValues(env.Name, "dlq").Inc()
-	env.Stats.DLQ.Add(1)
+	env.Counts.DLQ.Add(1)
 }
 
 // recordOverhead bounds what Kafka adds to a record's key and value in a

@@ -70,6 +70,14 @@ func (s *Source) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.dec = NewDecoder(s.Input)
 	s.countsIn = env.Metrics.RecordsIn.WithLabelValues(env.Name, strconv.Itoa(int(env.Partition)))
+	// The series onError counts into, at 0 from the start (a dashboard
+	// sees them before the first bad record).
+	if src := s.Input.Source; src != nil && (src.OnError == "skip" || src.OnError == "dlq") {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, src.OnError)
+		if s.TimeRequired {
+			env.Metrics.NullEventTime.WithLabelValues(env.Name, src.OnError)
+		}
+	}
 	return nil
 }
 
@@ -110,10 +118,23 @@ func (s *Source) Process(ctx context.Context, in *Batch) (*Batch, error) {
 		}
 	}
 	if s.CountIn {
-		s.countsIn.Add(float64(len(recs)))
-		s.env.Stats.In.Add(int64(len(recs)))
+		if n := s.fresh(recs); n > 0 {
+			s.countsIn.Add(float64(n))
+			s.env.Counts.In.Add(int64(n))
+		}
 	}
 	return out, nil
+}
+
+// fresh is how many of recs (in offset order) the task reads for the
+// first time: those it reads again after a restart (Env.Reread) were
+// counted when first read, and their counts committed.
+func (s *Source) fresh(recs []*kafkaio.Record) int {
+	i := 0
+	for i < len(recs) && s.env.Reread(recs[i].Offset) {
+		i++
+	}
+	return len(recs) - i
 }
 
 func (s *Source) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }
@@ -174,7 +195,7 @@ func inOrder(undecodable, noTime []exec.DecodeError) []badRecord {
 // record is either processed or accounted for; each kind's metric counts
 // its records by policy.
 //
-// dead_lettered (Stats.DLQ) counts the records of the source this stage
+// dead_lettered (Counters.DLQ) counts the records of the source this stage
 // did not use because they belong in the dead-letter topic, whichever
 // stage reading the source wrote them there (once: Letters).
 func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badRecord) error {
@@ -183,19 +204,31 @@ func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badR
 		policy, dlq = src.OnError, src.DLQTopic
 	}
 	env := s.env
+	// A record read again after a restart (Env.Reread) was counted when
+	// first read: it is handled again, not counted again.
+	count := func(br badRecord) bool {
+		if env.Reread(recs[br.Index].Offset) {
+			return false
+		}
+		br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+		return true
+	}
 	switch policy {
 	case "skip":
 		for _, br := range bad {
-			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+			if count(br) {
+				env.Counts.Skipped.Add(1)
+			}
 			o, _ := s.origin(recs[br.Index])
 			env.Log.Warn("skipped "+br.kind.what(), "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "err", br.Err)
 		}
-		env.Stats.Skipped.Add(int64(len(bad)))
 		return nil
 	case "dlq":
 		n := int32(s.DLQ(ctx, dlq))
 		for _, br := range bad {
-			br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+			if count(br) {
+				env.Counts.DLQ.Add(1)
+			}
 			o, claimable := s.origin(recs[br.Index])
 			if s.Letters != nil && claimable {
 				if !s.Letters.Claim(Letters{s.Input.Source.Name, dlq}, o.Partition, o.Offset) {
@@ -215,7 +248,6 @@ func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badR
 				},
 			}, func(r *kafkaio.Record) { env.Out.Produce(ctx, Truncated(r)) })
 		}
-		env.Stats.DLQ.Add(int64(len(bad)))
 		return nil
 	}
 	br := bad[0]

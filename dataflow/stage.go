@@ -121,7 +121,9 @@ type StageConfig struct {
 	// no Clock of its own (window.Partition).
 	Delay       int64
 	IdleTimeout time.Duration
-	Stats       *Stats
+	// Stats sums the counters of the stage's tasks, committed with their
+	// state, into the stream's (or the hop's).
+	Stats *Stats
 	// CommitEvery is the commit cadence; MaxPoll bounds a batch.
 	CommitEvery time.Duration
 	MaxPoll     int
@@ -231,6 +233,9 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, fenced: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
 		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Stats != nil {
+		cfg.Stats.Track(cfg.State, cfg.Partitions, deps.Store)
+	}
 	if cfg.Standbys > 0 && cfg.Node != "" {
 		// Before joining: the first assignment claims its partitions.
 		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
@@ -644,9 +649,14 @@ func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
 			part.FeedsMerge = true
 		}
 	}
+	// The counters as the state (just brought up to the changelog) has
+	// them: what the commits of whoever ran the partition counted.
+	if t.counts, err = restoreCounts(deps.Store, cfg.State, p); err != nil {
+		return err
+	}
 	t.sw = &switchOut{Producer: t.out}
 	t.env = &Env{Name: cfg.Name, State: cfg.State, Scope: state.Scope(cfg.State, p), Partition: p, Partitions: cfg.Partitions, Restored: m, Store: deps.Store, Out: t.sw,
-		Metrics: deps.Metrics, Stats: cfg.Stats, Now: deps.Now, Log: s.log, ExactlyOnce: t.txn != nil}
+		Metrics: deps.Metrics, Counts: t.counts, Now: deps.Now, Log: s.log, ExactlyOnce: t.txn != nil}
 	stop := deps.Store.Watch(cfg.State, p)
 	err = t.open(ctx)
 	t.opened = stop()
@@ -655,6 +665,9 @@ func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
 			op.Close()
 		}
 		return err
+	}
+	if cfg.Stats != nil {
+		cfg.Stats.opened(cfg.State, p, t.counts)
 	}
 	return nil
 }

@@ -70,6 +70,9 @@ type task struct {
 
 	batchSeconds prometheus.Observer // looked up once, not per batch
 	lag          prometheus.Gauge
+	// counts are the task's counters (SHOW STREAMS), committed with its
+	// state (stats.go).
+	counts *TaskCounts
 }
 
 // commitTimeout bounds one commit's wait for Kafka: how long its records
@@ -154,6 +157,12 @@ func (t *task) close() {
 		op.Close()
 	}
 	t.closeProducers()
+	// From now on the stream's counts read what the task last committed
+	// (what it counted since is read, and counted, again by whoever runs
+	// the partition next).
+	if st := t.st.cfg.Stats; st != nil {
+		st.closed(t.st.cfg.State, t.p, t.counts)
+	}
 }
 
 func (t *task) closeProducers() { t.clog.Close() }
@@ -504,6 +513,15 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 			return err
 		}
 	}
+	// The counters go with the state and offset they describe: in this
+	// batch, so in Pebble and the changelog (exactly-once: in the
+	// transaction) together with them.
+	counted := t.counts.pending()
+	if !counted.IsZero() {
+		if err := c.State.PutTaskValue(t.p, CountersKey, t.counts.committedPlus(counted).encode()); err != nil {
+			return err
+		}
+	}
 	meta := state.PartitionMeta{Offset: c.Offset, MaxTime: t.part.MaxTime, HasTime: t.part.HasTime,
 		Closed: c.Closed, HasClosed: c.HasClosed, Applied: c.Applied}
 	if err := c.State.PutPartition(t.p, meta); err != nil {
@@ -546,6 +564,7 @@ func (t *task) commit(ctx context.Context, flush bool) error {
 	if err := c.State.Commit(); err != nil {
 		return err
 	}
+	t.counts.fold(counted)
 	t.broken = false
 	t.uncommitted, t.lastCommit, t.given = false, t.st.now(), wm
 	t.shareWatermark()

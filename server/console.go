@@ -141,18 +141,14 @@ func (c *consoleSource) streamRows() []streamRow {
 			if r.plan != nil {
 				row.Strategy = r.plan.Strategy
 			}
-			st := r.stats
-			row.RecordsIn, row.RecordsOut, row.LateRows = st.In.Load(), st.Out.Load(), st.Late.Load()
-			row.Skipped, row.DeadLettered = st.Skipped.Load(), st.DLQ.Load()
+			c := r.counters()
+			row.RecordsIn, row.RecordsOut, row.LateRows = c.In, c.Out, c.Late
+			row.Skipped, row.DeadLettered = c.Skipped, c.DLQ
 			// The records the stream has yet to read, wherever they wait:
 			// its own stages' inputs and, in front of a repartition hop,
 			// the source records the hop has not moved yet.
 			lag := m.sum("turbine_input_lag_records", map[string]string{"stream": def.Name})
 			if h := r.hop; h != nil {
-				skipped, dead := h.stats.Skipped.Load(), h.stats.DLQ.Load()
-				row.RecordsIn += skipped + dead
-				row.Skipped += skipped
-				row.DeadLettered += dead
 				lag += m.sum("turbine_input_lag_records", map[string]string{"stream": h.topic})
 			}
 			row.LagRecords = whole(lag)
@@ -244,10 +240,11 @@ func (c *consoleSource) Topology(name string) (*console.Topology, bool) {
 	lag := func(stage, topic string) int64 {
 		return whole(m.sum("turbine_input_lag_records", map[string]string{"stream": stage, "topic": topic}))
 	}
-	in := int64(0)
+	var own dataflow.Counters // the stream's own stages', the hop's apart
 	if running {
-		in = r.stats.In.Load()
+		own = r.stats.Load()
 	}
+	in := own.In
 	src.Topic, src.Partitions = inTopic, nIn
 	src.Stats = []console.Stat{stat("records read", in), stat("rate", perSec(c.rates.Rate("in/"+def.Name, float64(in), now)))}
 	t.Nodes = append(t.Nodes, src)
@@ -302,13 +299,10 @@ func (c *consoleSource) Topology(name string) (*console.Topology, bool) {
 				agg.Stats = append(agg.Stats, stat("watermark", types.MillisTime(wm).Format("2006-01-02 15:04:05")))
 			}
 		}
-		agg.Stats = append(agg.Stats, stat("lag (records)", lag(def.Name, downTopic)), stat("late rows", r.stats.Late.Load()))
+		agg.Stats = append(agg.Stats, stat("lag (records)", lag(def.Name, downTopic)), stat("late rows", own.Late))
 	}
 	t.Nodes = append(t.Nodes, agg)
-	out := int64(0)
-	if running {
-		out = r.stats.Out.Load()
-	}
+	out := own.Out
 	sink := console.Node{Kind: console.KindSink, Title: "sink " + def.Topic, Topic: def.Topic,
 		Stats: []console.Stat{stat("records out", out), stat("rate", perSec(c.rates.Rate("out/"+def.Name, float64(out), now)))}}
 	if running {

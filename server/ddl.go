@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
-	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
@@ -349,7 +348,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if !persist {
 		stopped, epoch := s.runOf(def.Name)
 		if stopped {
-			s.streams[def.Name] = &stream{def: def, plan: p, spec: spec, stopped: true, stats: &dataflow.Stats{}}
+			r := s.idleStream(def, p, spec)
+			r.stopped = true
+			s.streams[def.Name] = r
 			s.log.Info("stream held stopped (ALTER STREAM ... STOP)", "stream", def.Name)
 			return res, nil
 		}
@@ -374,7 +375,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		}
 		// Replaying the catalog: the stream stays, failed, with the reason.
 		s.log.Error("stream cannot start", "stream", def.Name, "err", err)
-		s.streams[def.Name] = &stream{def: def, plan: p, err: err, stats: &dataflow.Stats{}}
+		r := s.idleStream(def, p, spec)
+		r.err = err
+		s.streams[def.Name] = r
 		return res, nil
 	}
 	if persist && def.Planned != "" {

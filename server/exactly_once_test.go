@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
@@ -150,6 +151,19 @@ func stateLag(t *testing.T, changelog bool) {
 		case !changelog && retired < 1:
 			t.Errorf("%s: turbine_recovered_due_timers_total = %v, want the retired window counted", name, retired)
 		}
+	}
+	// The counters rolled back with the state and were counted again by
+	// the replay (exactly-once) or the re-read (at-least-once), once: 5
+	// records read, 2 panes written (at-least-once wrote its first pane
+	// twice, and its state recorded one of them).
+	counts := showCounters(ctx, t, conn)
+	for name := range streams {
+		if c := counts[name]; c != (dataflow.Counters{In: 5, Out: 2}) {
+			t.Errorf("%s (exactly-once): SHOW STREAMS counts %+v, want 5 read and 2 written", name, c)
+		}
+	}
+	if c := counts["alo"]; c != (dataflow.Counters{In: 5, Out: 2}) {
+		t.Errorf("alo (at-least-once): SHOW STREAMS counts %+v, want 5 read and 2 written", c)
 	}
 	if !changelog {
 		if got := panes("alo"); !slices.Equal(got, []string{"a 00:00:00 2", "a 00:00:00 2", "a 00:00:10 2"}) {

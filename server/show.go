@@ -90,15 +90,8 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 					row[3] = r.plan.Strategy
 				}
 				row[4] = status
-				st := r.stats
-				row[5], row[6], row[7], row[8], row[9] = st.In.Load(), st.Out.Load(), st.Late.Load(), st.Skipped.Load(), st.DLQ.Load()
-				if h := r.hop; h != nil {
-					// What the hop in front could not decode was read
-					// from the source for this stream too.
-					skipped, dead := h.stats.Skipped.Load(), h.stats.DLQ.Load()
-					row[5] = st.In.Load() + skipped + dead
-					row[8], row[9] = st.Skipped.Load()+skipped, st.DLQ.Load()+dead
-				}
+				c := r.counters()
+				row[5], row[6], row[7], row[8], row[9] = c.In, c.Out, c.Late, c.Skipped, c.DLQ
 				if r.final != nil && r.plan.Window != nil {
 					if wm, ok, _ := r.final.Watermark(); ok {
 						row[10] = types.MillisTime(wm)

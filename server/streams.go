@@ -30,9 +30,12 @@ type stream struct {
 	plan  *planner.Plan
 	spec  streamSpec
 	stats *dataflow.Stats
-	hop   *sharedHop      // repartition: the shared hop in front
-	pre   *dataflow.Stage // combine: the pre-aggregation stage
-	final *dataflow.Stage // the stage that writes the output
+	hop   *sharedHop // repartition: the shared hop in front
+	// hopStats are the hop's counters (nil: no hop), kept while the
+	// stream is stopped: what the hop could not decode counts for it.
+	hopStats *dataflow.Stats
+	pre      *dataflow.Stage // combine: the pre-aggregation stage
+	final    *dataflow.Stage // the stage that writes the output
 	// board shows the placement check of each input partition (nil: the
 	// stream is not checked).
 	board *placement.Board
@@ -106,6 +109,42 @@ func (r *stream) status() (string, error) {
 		return statusDegraded, err
 	}
 	return "running", nil
+}
+
+// counters are what SHOW STREAMS and the console count for the stream:
+// its stages' counters, committed with their state, and those of the
+// repartition hop in front: what the hop could not decode was read from
+// the source for this stream too (skipped or dead-lettered there).
+func (r *stream) counters() dataflow.Counters {
+	c := r.stats.Load()
+	if r.hopStats != nil {
+		hc := r.hopStats.Load()
+		c = c.Plus(dataflow.Counters{In: hc.Skipped + hc.DLQ, Skipped: hc.Skipped, DLQ: hc.DLQ})
+	}
+	return c
+}
+
+// idleStream is a stream of the catalog whose stages do not run here
+// (held stopped, or it could not start), listed with the counters its
+// stages last committed to this process's state, as they count when they
+// run (startStream), rather than zeros.
+func (s *Server) idleStream(def *catalog.Stream, p *planner.Plan, spec streamSpec) *stream {
+	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
+	if p == nil || s.store == nil {
+		return r
+	}
+	switch p.Strategy {
+	case planner.StrategyRepartition:
+		r.stats.Track(def.Name, spec.nRep, s.store)
+		r.hopStats = &dataflow.Stats{}
+		r.hopStats.Track("__hop/"+s.hopTopic(def, p), spec.nIn, s.store)
+	case planner.StrategyCombine:
+		r.stats.Track(def.Name, spec.nCmb, s.store)
+		r.stats.Track("__cmb/"+combineTopic(s.cfg.AppID, p.Input.Topic, def.Name), spec.nIn, s.store)
+	default:
+		r.stats.Track(def.Name, spec.nIn, s.store)
+	}
+	return r
 }
 
 // recordHeadroom is what a topic holding copies of another's records
@@ -341,7 +380,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if err != nil {
 			return nil, err
 		}
-		r.hop = h
+		r.hop, r.hopStats = h, h.stats
 		final.Topic, final.Partitions = h.topic, h.outN
 		final.Watch = map[string]int{p.Input.Topic: spec.nIn}
 		final.Ops = func(int32) []dataflow.Op {
@@ -682,16 +721,19 @@ func (s *Server) restartStream(ctx context.Context, name string) error {
 	if !ok {
 		return &catalog.ErrNotFound{Name: name}
 	}
+	failed := &stream{def: def, stats: &dataflow.Stats{}}
 	if r, ok := s.streams[name]; ok {
 		if r.stopped {
 			return errStreamStopped
 		}
 		r.stop(s)
 		delete(s.streams, name)
+		failed.stats, failed.hopStats = r.stats, r.hopStats // what it committed
 	}
 	r, err := s.startFromCatalog(ctx, def)
 	if err != nil {
-		s.streams[name] = &stream{def: def, err: err, stats: &dataflow.Stats{}}
+		failed.err = err
+		s.streams[name] = failed
 		return err
 	}
 	s.streams[name] = r

@@ -215,7 +215,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	}
 	defer store.Close()
 	env := &dataflow.Env{Name: "s", State: "s", Partition: 0, Partitions: 1, Store: store, Out: discard{},
-		Metrics: dataflow.NewMetrics(prometheus.NewRegistry()), Stats: &dataflow.Stats{}, Now: time.Now,
+		Metrics: dataflow.NewMetrics(prometheus.NewRegistry()), Counts: &dataflow.TaskCounts{}, Now: time.Now,
 		Log: slog.New(slog.DiscardHandler)}
 	op := &dataflow.HashAgg{Plan: plan, Cache: dataflow.NewCacheBudget(cacheMB)}
 	ctx := context.Background()
