@@ -218,6 +218,16 @@ func EncodePartial(source int32, window int64, cover PartialCover, enc []byte) [
 	return append(val, enc...)
 }
 
+// encodeSourcedPartial is the previous release's form of EncodePartial,
+// without what the partial covers (PartialAgg.Covers).
+func encodeSourcedPartial(source int32, window int64, enc []byte) []byte {
+	val := make([]byte, 0, 14+len(enc))
+	val = append(val, partialFrom)
+	val = binary.AppendUvarint(val, uint64(source))
+	val = binary.BigEndian.AppendUint64(val, uint64(window))
+	return append(val, enc...)
+}
+
 // DecodedPartial is a partial record's value as DecodePartial reads it.
 type DecodedPartial struct {
 	Source int32

@@ -906,3 +906,34 @@ func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
 		t.Fatalf("after the merge stage's restart: late rows %v, copies %v; want 0 and 2", late, cp)
 	}
 }
+
+// TestPartialAggOlderFormDuringUpgrade: while a process of the previous
+// release runs in the app (Covers false), partials go in the form it reads,
+// without what they cover; a merge stage takes such a late partial for a
+// copy.
+func TestPartialAggOlderFormDuringUpgrade(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	for _, covers := range []bool{false, true} {
+		pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx},
+			&PartialAgg{Plan: p, Topic: "cmb", Partitions: 1, Covers: func() bool { return covers }})
+		pre.feed(ev(0, 0, "a,u1,1,1"))
+		pre.watermark(12_000, false)
+		var got []DecodedPartial
+		for _, rec := range pre.out.take() {
+			if _, ok := markerOf(rec); !ok {
+				d, err := DecodePartial(rec.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, d)
+			}
+		}
+		if len(got) != 1 || !got[0].Named || got[0].Window != 0 || got[0].Marked != covers {
+			t.Fatalf("covers %v: partials %+v, want one of [0, 10) naming its source, saying what it covers only when allowed", covers, got)
+		}
+		if covers && (got[0].Cover.Last != 0 || got[0].Cover.Rows != 1) {
+			t.Fatalf("cover %+v, want offset 0, one row", got[0].Cover)
+		}
+	}
+}

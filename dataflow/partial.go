@@ -44,6 +44,10 @@ type PartialAgg struct {
 	// stand and kept, at this interval: the merge side's early fires then
 	// see every partition's rows so far.
 	EmitEvery time.Duration
+	// Covers, when set, says whether partials may say what they cover: not
+	// while a process of the previous release, which reads only the older
+	// form, runs in the app (a rolling upgrade). nil: they may.
+	Covers func() bool
 
 	lastEarly time.Time
 	env       *Env
@@ -183,9 +187,13 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 		c.lastEarly, open = wm.Now, true
 	}
 	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
+	covers := c.Covers == nil || c.Covers()
 	for _, part := range parts {
-		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, PartialCover{Last: part.Last, Rows: part.Rows}, part.Enc),
-			Partition: state.PartitionFor(part.Key, c.Partitions)}
+		val := encodeSourcedPartial(c.env.Partition, part.Window, part.Enc)
+		if covers {
+			val = EncodePartial(c.env.Partition, part.Window, PartialCover{Last: part.Last, Rows: part.Rows}, part.Enc)
+		}
+		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: val, Partition: state.PartitionFor(part.Key, c.Partitions)}
 		c.out.count(r)
 		c.env.Out.Produce(ctx, r)
 	}
