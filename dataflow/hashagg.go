@@ -344,7 +344,7 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 		env := h.env
 		env.Metrics.LateRows.WithLabelValues(env.Name, "dropped").Add(float64(late))
 		env.Metrics.late.note(env, int(late), "dropped")
-		env.Stats.Late.Add(int64(late))
+		env.Counts.Late.Add(int64(late))
 	}
 	if h.cache != nil {
 		if err := h.cache.evict(h.agg); err != nil {

@@ -876,8 +876,8 @@ func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
 	if len(panes) != 2 || panes[0]["n"].(float64) != 1 || panes[1]["n"].(float64) != 1 {
 		t.Fatalf("panes %v, want u1 and u2 once each", panes)
 	}
-	if pre.env.Stats.Late.Load() != 1 {
-		t.Fatalf("the source counted %d late rows, want 1", pre.env.Stats.Late.Load())
+	if pre.env.Counts.Late.Load() != 1 {
+		t.Fatalf("the source counted %d late rows, want 1", pre.env.Counts.Late.Load())
 	}
 
 	again := newRig(t, preStore, 0, 1, preChain()...)
@@ -893,8 +893,8 @@ func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
 	if got := merge.out.take(); len(got) != 0 {
 		t.Fatalf("%d panes from partials of a closed window", len(got))
 	}
-	if late, cp := lateRows(merge), copies(merge); late != 1 || cp != 1 || merge.env.Stats.Late.Load() != 1 {
-		t.Fatalf("late rows %v (stats %d), copies %v: want u1's new row late, u2's partial a copy", late, merge.env.Stats.Late.Load(), cp)
+	if late, cp := lateRows(merge), copies(merge); late != 1 || cp != 1 || merge.env.Counts.Late.Load() != 1 {
+		t.Fatalf("late rows %v (stats %d), copies %v: want u1's new row late, u2's partial a copy", late, merge.env.Counts.Late.Load(), cp)
 	}
 	merge.commit(off)
 
