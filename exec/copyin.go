@@ -44,9 +44,19 @@ type CopyDecoder struct {
 
 	buf    []byte // data not made into rows yet
 	line   int    // physical lines consumed
-	header bool   // the header line is still to come
-	ended  bool   // \. was read: the rest of the data is ignored
+	eol    eolKind
+	header bool // the header line is still to come
+	ended  bool // \. was read: the rest of the data is ignored
 }
+
+// eolKind is how the data's lines end, as its first row ends.
+type eolKind uint8
+
+const (
+	eolUnknown eolKind = iota
+	eolNL              // \n
+	eolCR              // \r or \r\n
+)
 
 // NewCopyDecoder reads rows of cols (in the order the data has them) for
 // COPY into table.
@@ -91,6 +101,12 @@ func (d *CopyDecoder) rows(final bool, row func(*CopyRow) error) error {
 			return nil
 		}
 		rec := d.buf[off : off+end]
+		if d.eol == eolUnknown && end < next {
+			d.eol = eolNL
+			if d.buf[off+end] == '\r' {
+				d.eol = eolCR
+			}
+		}
 		off += next
 		d.line += lines
 		if string(rec) == `\.` {
@@ -138,22 +154,23 @@ func (d *CopyDecoder) rows(final bool, row func(*CopyRow) error) error {
 // ok is false when b holds no whole row yet (and more data may come).
 func (d *CopyDecoder) scan(b []byte, final bool) (end, next, lines int, ok bool) {
 	csv := d.f.Kind == sql.CopyCSV
+	// copyfromparse.c's rule: with the quote its own escape, the quote
+	// just toggles; otherwise an escape counts only inside quotes and
+	// right before a quote, not as the second of an escaped escape.
+	escapes := d.f.Escape != d.f.Quote
 	inQuote, lastEsc := false, false
 	lines = 1
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if csv {
-			// copyfromparse.c's rule: with the quote its own escape, the
-			// quote just toggles; otherwise an escape counts only inside
-			// quotes and right before a quote, not as the second of an
-			// escaped escape.
-			if inQuote && c == d.f.Escape {
+			isEsc := escapes && c == d.f.Escape
+			if inQuote && isEsc {
 				lastEsc = !lastEsc
 			}
 			if c == d.f.Quote && !lastEsc {
 				inQuote = !inQuote
 			}
-			if c != d.f.Escape {
+			if !isEsc {
 				lastEsc = false
 			}
 		} else if c == '\\' {
@@ -167,17 +184,25 @@ func (d *CopyDecoder) scan(b []byte, final bool) (end, next, lines int, ok bool)
 		if c != '\n' && c != '\r' {
 			continue
 		}
+		if inQuote {
+			// PostgreSQL counts a quoted line end as a line when it is
+			// the data's own: the first row's end says which (\n, or \r
+			// for \r and \r\n); before it is known, only \r counts.
+			want := byte('\r')
+			if d.eol == eolNL {
+				want = '\n'
+			}
+			if c == want {
+				lines++
+			}
+			continue
+		}
 		if c == '\r' && i+1 >= len(b) && !final {
 			return 0, 0, 0, false // \r\n may be split between pieces
 		}
 		eol := i + 1
 		if c == '\r' && eol < len(b) && b[eol] == '\n' {
 			eol++
-		}
-		if inQuote {
-			lines++
-			i = eol - 1
-			continue
 		}
 		return i, eol, lines, true
 	}
