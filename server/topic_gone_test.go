@@ -72,7 +72,12 @@ func TestTopicDeletedUnderStream(t *testing.T) {
 		delete  string   // the topic deleted
 		also    []string // streams that must fail too
 		quiet   bool     // nothing is written after the deletion
+		restart bool     // ALTER STREAM ... RESTART creates the topic again and runs
 	}{
+		{name: "output, restarted", streams: []string{`CREATE STREAM gone WITH (topic = 'gone_out', processing_guarantee = 'exactly_once') AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`},
+			delete: "gone_out", restart: true},
+		{name: "late-data topic", streams: []string{`CREATE STREAM gone WITH (late_data_topic = 'gone_late') AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`},
+			delete: "gone_late", quiet: true},
 		{name: "output, nothing more to write", streams: []string{`CREATE STREAM gone WITH (topic = 'gone_out') AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`},
 			delete: "gone_out", quiet: true},
 		{name: "repartition hop, nothing more to write", streams: []string{`CREATE STREAM gone WITH (strategy = 'repartition') AS SELECT v, COUNT(*) AS n FROM ev GROUP BY v`},
@@ -160,6 +165,17 @@ func TestTopicDeletedUnderStream(t *testing.T) {
 					t.Errorf("%s's error %q should say that topic %s no longer exists", s, msg, c.delete)
 				}
 			}
+			if c.restart {
+				if _, err := conn.Exec(ctx, `ALTER STREAM gone RESTART`); err != nil {
+					t.Fatal(err)
+				}
+				if st, msg := streamStatus(ctx, t, conn, "gone"); st != "running" {
+					t.Fatalf("gone after RESTART: %s %s", st, msg)
+				}
+				if n, err := srv.kafka.Partitions(ctx, c.delete); err != nil || n == 0 {
+					t.Fatalf("RESTART did not create %s again: %d partitions, %v", c.delete, n, err)
+				}
+			}
 			if st, msg := streamStatus(ctx, t, conn, "others"); st != "running" {
 				t.Errorf("the other stream is %s: %s", st, msg)
 			}
@@ -167,7 +183,9 @@ func TestTopicDeletedUnderStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			// FLUSH flushes every other stream and names the failed ones.
-			if _, err := conn.Exec(ctx, `FLUSH`); err == nil || !strings.Contains(err.Error(), "stream gone failed: ") {
+			if _, err := conn.Exec(ctx, `FLUSH`); c.restart && err != nil {
+				t.Fatalf("FLUSH after RESTART: %v", err)
+			} else if !c.restart && (err == nil || !strings.Contains(err.Error(), "stream gone failed: ")) {
 				t.Fatalf("FLUSH after the deletion: %v, want the failed stream named", err)
 			}
 			var n int64
