@@ -135,6 +135,11 @@ type StageConfig struct {
 	// Topic's count or one of them changes.
 	Watch    map[string]int
 	OnResize func()
+	// Writes are the topics the stage's operators write (the output
+	// topic, a hop's or combine's internal topic, a late-data topic): one
+	// deleted under the stage fails it with a TopicGone, as a deleted
+	// input does, rather than leave it running with nowhere to write.
+	Writes []string
 	// MetadataEvery is how often the stage looks for added partitions (0:
 	// every 5 s).
 	MetadataEvery time.Duration
@@ -780,25 +785,36 @@ func (s *Stage) watch(ctx context.Context) {
 		counts[t] = n
 	}
 	gone := map[string]int{} // topics missing from metadata, checks in a row
+	// missing says whether topic is gone for good: twice in a row, so a
+	// metadata answer from a broker still catching up is not taken for a
+	// deletion.
+	missing := func(topic string, n int, err error) bool {
+		if err != nil || n > 0 {
+			delete(gone, topic)
+			return false
+		}
+		gone[topic]++
+		return gone[topic] >= 2
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(s.metadataEvery()):
 		}
+		for _, topic := range s.cfg.Writes {
+			if n, err := s.deps.Kafka.Partitions(ctx, topic); missing(topic, n, err) {
+				s.fail(&TopicGone{Topic: topic, Output: true})
+				return
+			}
+		}
 		for topic, was := range counts {
 			n, err := s.deps.Kafka.Partitions(ctx, topic)
-			if err == nil && n == 0 {
-				// Twice in a row, so a metadata answer from a broker still
-				// catching up is not taken for a deletion.
-				if gone[topic]++; gone[topic] >= 2 {
-					s.fail(fmt.Errorf("%w: %s (DROP the stream, or create the topic again and ALTER STREAM ... RESTART)", ErrTopicGone, topic))
-					return
-				}
-				continue
+			if missing(topic, n, err) {
+				s.fail(&TopicGone{Topic: topic})
+				return
 			}
-			delete(gone, topic)
-			if err != nil || n == was {
+			if err != nil || n == 0 || n == was {
 				continue
 			}
 			s.deps.Log.Info("input topic changed its partition count", "stage", s.cfg.Name, "topic", topic, "partitions", n, "was", was)
@@ -825,6 +841,7 @@ func (s *Stage) Err() error {
 }
 
 func (s *Stage) fail(err error) {
+	err = s.writeGone(err)
 	s.mu.Lock()
 	first := s.err == nil
 	if first {
@@ -959,9 +976,47 @@ func (s *Stage) Watermark() (wm int64, ok bool, idle int) {
 	return wm, ok, idle
 }
 
-// ErrTopicGone fails a stage whose input topic (or a topic it depends on)
-// was deleted: reading it would wait forever.
-var ErrTopicGone = errors.New("input topic no longer exists")
+// ErrTopicGone fails a stage one of whose topics was deleted under it:
+// reading an input would wait forever, and every write to an output
+// fails. The error is a *TopicGone, naming the topic.
+var ErrTopicGone = errors.New("topic no longer exists")
+
+// TopicGone is the failure of a stage whose input (Output false) or
+// output topic was deleted while it ran. It is not cured by starting the
+// stage again in place: the stream is dropped, or restarted once the
+// topic exists again (a restart creates the topics a stream writes).
+type TopicGone struct {
+	Topic  string
+	Output bool
+}
+
+func (e *TopicGone) Error() string {
+	if e.Output {
+		return fmt.Sprintf("output topic no longer exists: %s (DROP the stream, or ALTER STREAM ... RESTART, which creates it again)", e.Topic)
+	}
+	return fmt.Sprintf("input topic no longer exists: %s (DROP the stream, or create the topic again and ALTER STREAM ... RESTART)", e.Topic)
+}
+
+func (e *TopicGone) Is(target error) bool { return target == ErrTopicGone }
+
+// writeGone turns err into a TopicGone when it is a write Kafka refused
+// because its topic does not exist and the topic is indeed gone from the
+// metadata. Without the look, a broker not yet aware of a new topic would
+// pass for a deletion; and without the change, an exactly-once commit
+// that failed on a deleted topic would be restarted in place (TxnAborted)
+// and fail again, again and again.
+func (s *Stage) writeGone(err error) error {
+	var we *kafkaio.WriteError
+	if !errors.As(err, &we) || !kafkaio.IsUnknownTopic(we.Err) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, perr := s.deps.Kafka.Partitions(ctx, we.Topic); perr != nil || n > 0 {
+		return err
+	}
+	return &TopicGone{Topic: we.Topic, Output: true}
+}
 
 // ErrStopped answers a FLUSH sent to a stage that stopped.
 var ErrStopped = errors.New("stopped")

@@ -168,6 +168,23 @@ func IsTooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
+// IsUnknownTopic reports whether Kafka refused a request because its topic
+// does not exist: deleted, or not yet known to the broker asked.
+func IsUnknownTopic(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
+
+// WriteError is a record Kafka did not take: the topic it was for, and
+// why. Callers that must tell a deleted topic from other failures look at
+// Topic (with IsUnknownTopic on the error).
+type WriteError struct {
+	Topic string
+	Err   error
+}
+
+func (e *WriteError) Error() string { return "write to " + e.Topic + ": " + e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
 // EnsureTopic creates topic with n partitions if missing and returns its
 // actual count. configs are topic configs (nil: broker defaults); the
 // replication factor and min.insync.replicas are the Conn's.

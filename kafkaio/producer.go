@@ -2,7 +2,6 @@ package kafkaio
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -206,7 +205,7 @@ func (p *Pending) setErr(rec *Record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err == nil {
-		p.err = fmt.Errorf("write to %s: %w", rec.Topic, err)
+		p.err = &WriteError{Topic: rec.Topic, Err: err}
 	}
 }
 

@@ -67,6 +67,9 @@ type Result struct {
 	// STDOUT does (text format, one CopyData per row).
 	Stream RowStream
 	Copy   bool
+	// CopyIn, when set, makes the statement a COPY ... FROM STDIN: the
+	// client's data goes to it, and its Done gives the tag.
+	CopyIn CopyIn
 }
 
 // Type OIDs used by the engine. OIDInt2 and OIDFloat4 only occur as parameter

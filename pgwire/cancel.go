@@ -152,7 +152,8 @@ func (e *canceled) Error() string    { return e.cause.Error() }
 func (e *canceled) SQLState() string { return e.code }
 func (e *canceled) Unwrap() []error  { return []error{e.cause, e.err} }
 
-// Hint and Position hide those of the statement's own error: they would
-// describe how it stopped, not why.
+// Hint, Position and Where hide those of the statement's own error: they
+// would describe how it stopped, not why.
 func (e *canceled) Hint() string  { return "" }
+func (e *canceled) Where() string { return "" }
 func (e *canceled) Position() int { return 0 }

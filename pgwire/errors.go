@@ -79,6 +79,11 @@ func errorResponse(severity string, err error) *pgproto3.ErrorResponse {
 	if errors.As(err, &h) {
 		resp.Hint = cstring(h.Hint())
 	}
+	var w interface{ Where() string }
+	if errors.As(err, &w) {
+		// CONTEXT: which line of a COPY's data, for one.
+		resp.Where = cstring(w.Where())
+	}
 	var p interface{ Position() int }
 	if errors.As(err, &p) {
 		if pos := p.Position(); pos > 0 && pos <= math.MaxInt32 {

@@ -288,6 +288,10 @@ func (c *conn) execute(m *pgproto3.Execute) error {
 		p.result = res
 		// Once per run, however many Executes fetch the rows.
 		c.sendNotices(res)
+		if res.CopyIn != nil {
+			p.done = true
+			return c.copyIn(res)
+		}
 	}
 
 	res := p.result

@@ -70,6 +70,13 @@ func (c *conn) simpleQuery(sql string) {
 			continue
 		}
 		c.sendNotices(res)
+		if res.CopyIn != nil {
+			if err := c.copyIn(res); err != nil {
+				c.sendError(err)
+				return
+			}
+			continue
+		}
 		if res.Columns != nil {
 			c.sendRowDescription(res.Columns, nil)
 		}

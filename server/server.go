@@ -111,7 +111,7 @@ type Config struct {
 	// last few changelog records. 0: none.
 	StandbyReplicas int
 	// MetadataInterval is how often a stream looks for partitions added to
-	// its input (0: every 5 s).
+	// its input, and for its topics deleted (0: every 5 s).
 	MetadataInterval time.Duration
 	// PurgeInterval is how often consumed records of hop topics are
 	// deleted (0: DefaultPurgeInterval; negative: never).

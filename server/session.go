@@ -243,6 +243,8 @@ func (s *Server) execute(ctx context.Context, stmt sql.Statement, text string) (
 		return s.createStream(ctx, st, text, true)
 	case *sql.Insert:
 		return s.insert(ctx, st, text)
+	case *sql.CopyIn:
+		return s.copyIn(ctx, st)
 	case *sql.Select:
 		// A server-side query (no session): the default user and database.
 		return (&session{srv: s, user: "turbine", database: "turbine"}).query(ctx, st, text)

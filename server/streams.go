@@ -337,6 +337,10 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval, Reports: true,
 		OnResize: func() { s.restartAfterResize(def.Name) },
+		Writes:   []string{def.Topic},
+	}
+	if late := def.Options.LateDataTopic; late != "" {
+		final.Writes = append(final.Writes, late)
 	}
 	eos := def.Options.Guarantee == "exactly_once"
 	if eos {
@@ -394,7 +398,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,
 			Topic: p.Input.Topic, From: p.Input.From, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
 			CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
-			OnResize: final.OnResize,
+			OnResize: final.OnResize, Writes: []string{topic},
 			Ops: func(int32) []dataflow.Op {
 				return []dataflow.Op{
 					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true,
@@ -622,6 +626,7 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 		Name: topic, State: "__hop/" + topic, Group: topic,
 		Topic: src.Topic, Partitions: nIn, Delay: delay, IdleTimeout: idleTimeout(src), Stats: stats,
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval,
+		Writes: []string{topic},
 		Ops: func(int32) []dataflow.Op {
 			return []dataflow.Op{
 				// CountIn: the hop's records_in series, per source

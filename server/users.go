@@ -41,7 +41,7 @@ func (s *Server) isAdmin(user string) bool {
 
 // authorize refuses what a non-admin may not run: they read (SELECT,
 // SHOW, DESCRIBE, EXPLAIN, FLUSH to wait for results) and may change their
-// own password, as in PostgreSQL; DDL, INSERT and user management are the
+// own password, as in PostgreSQL; DDL, INSERT, COPY FROM and user management are the
 // admins'.
 func (s *Server) authorize(user string, stmt sql.Statement) error {
 	switch st := stmt.(type) {
@@ -68,6 +68,8 @@ func statementName(stmt sql.Statement) string {
 		return "CREATE STREAM"
 	case *sql.Insert:
 		return "INSERT"
+	case *sql.CopyIn:
+		return "COPY"
 	case *sql.Drop:
 		return "DROP"
 	case *sql.AlterStream:

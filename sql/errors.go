@@ -36,6 +36,9 @@ type Error struct {
 	Message string
 	HintMsg string
 	Pos     int
+	// Context says where in the statement's input the error arose, as
+	// PostgreSQL's CONTEXT line does: "COPY t, line 3, column b: "x"".
+	Context string
 	Err     error // wrapped cause, if any
 }
 
@@ -43,6 +46,7 @@ func (e *Error) Error() string    { return e.Message }
 func (e *Error) SQLState() string { return e.Code }
 func (e *Error) Hint() string     { return e.HintMsg }
 func (e *Error) Position() int    { return e.Pos }
+func (e *Error) Where() string    { return e.Context }
 func (e *Error) Unwrap() error    { return e.Err }
 
 // Errorf builds an *Error with a SQLSTATE.
@@ -54,6 +58,12 @@ func Errorf(code, format string, args ...any) *Error {
 // WithHint returns e with a hint attached.
 func (e *Error) WithHint(format string, args ...any) *Error {
 	e.HintMsg = fmt.Sprintf(format, args...)
+	return e
+}
+
+// WithContext returns e with a CONTEXT line attached.
+func (e *Error) WithContext(format string, args ...any) *Error {
+	e.Context = fmt.Sprintf(format, args...)
 	return e
 }
 

@@ -54,11 +54,8 @@ func (o Options) Bool(key string, def bool) (bool, error) {
 	if !ok {
 		return def, nil
 	}
-	switch strings.ToLower(strings.TrimSpace(v.Value)) {
-	case "true", "on", "1", "yes":
-		return true, nil
-	case "false", "off", "0", "no":
-		return false, nil
+	if b, ok := parseBool(v.Value); ok {
+		return b, nil
 	}
 	return false, Errorf(CodeInvalidParameter, "option %s must be true or false, got %q", key, v.Value).WithPos(v.Pos)
 }
@@ -85,14 +82,12 @@ func (p *stmtParser) subscribe() (*Subscribe, error) {
 	return st, nil
 }
 
-// copyStatement parses COPY (SUBSCRIBE ...) TO STDOUT [WITH (format text)]:
-// the one COPY there is. Other COPY forms are refused with the way to
-// read or write a topic instead.
-func (p *stmtParser) copyStatement() (Statement, error) {
-	start := p.next() // COPY
+// copyOut parses what follows COPY when a parenthesis does: (SUBSCRIBE
+// ...) TO STDOUT [WITH (format text)], the one COPY TO there is.
+func (p *stmtParser) copyOut(start Token) (Statement, error) {
 	if !p.accept("(") || !p.accept("SUBSCRIBE") {
 		return nil, Errorf(CodeNotSupported, "only COPY (SUBSCRIBE TO name) TO STDOUT is supported").WithPos(charPos(p.src, start.Start)).
-			WithHint("read a relation with SELECT, write one with INSERT")
+			WithHint("read a relation with SELECT or SUBSCRIBE, write one with INSERT or COPY name FROM STDIN")
 	}
 	sub, err := p.subscribe()
 	if err != nil {
