@@ -76,10 +76,10 @@ type Stream struct {
 	Options    StreamOptions
 	// KeyColumn is the output column its records are keyed by and placed
 	// with murmur2 (as INSERT keys a source by its partition_key): the
-	// message_key, or else the group key of an upsert stream grouped by one
-	// key that the select list outputs unchanged under its own name. Empty:
-	// the output is not keyed. A stream reading this one sees it as its
-	// partition key.
+	// message_key, or else the group key of an aggregation (an upsert
+	// stream's or a windowed one's) grouped by one key that the select list
+	// outputs unchanged under its own name. Empty: the output is not keyed
+	// by a column. A stream reading this one sees it as its partition key.
 	KeyColumn string
 	// Watermark is the event time of the output, for streams reading it: a
 	// stateless stream that outputs its input's watermark column unchanged

@@ -17,9 +17,13 @@ import (
 //     col, a TEXT column of the output (it stays in the JSON value too); a
 //     NULL is an unkeyed record. Keyed records are placed with murmur2, so
 //     col is the output's partition key.
-//   - otherwise an upsert stream (GROUP BY keys, no window) keys each row by
-//     its group key; when that is one key the select list outputs unchanged
-//     under its own name, that column is the output's partition key.
+//   - otherwise an aggregation keys each row by its group key: an upsert
+//     stream's rows (GROUP BY keys, no window) and a windowed stream's
+//     panes alike (dataflow.Sink; a keyless window's panes by their window
+//     start). When the group key is one key the select list outputs
+//     unchanged under its own name, that column is the output's partition
+//     key, so a stream reading this one and grouping by it aggregates
+//     locally.
 //   - otherwise records are unkeyed (spread round robin): no partition key.
 //
 // A stateless stream that outputs its input's watermark column unchanged
@@ -38,7 +42,7 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 		}
 		def.Options.MessageKey = p.Output[i].Name
 		def.KeyColumn = p.Output[i].Name
-	} else if p.Aggregate && p.Window == nil && len(p.Keys) == 1 {
+	} else if p.Aggregate && len(p.Keys) == 1 {
 		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
 			if c, ok := e.(*exec.ColRef); ok && c.Idx == 0 && strings.EqualFold(p.Output[i].Name, p.KeyNames[0]) {
 				def.KeyColumn = p.Output[i].Name
