@@ -177,7 +177,7 @@ func TestPaneIdentityOnEveryPlan(t *testing.T) {
 	for i := range 40 {
 		rows = append(rows, paneRow{k: fmt.Sprintf("k%d", i%7), u: fmt.Sprintf("u%d", i%3), sec: int64(i*37%45) + 1})
 	}
-	insert(rows) // closes the windows before the last row's
+	insert(rows)                       // closes the windows before the last row's
 	time.Sleep(400 * time.Millisecond) // early fires of the open ones
 	// Every window of the rows closes; the closing row's stays open.
 	closer := paneRow{k: "k0", u: "u0", sec: 200}
