@@ -380,7 +380,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
 				Headers: []kafkaio.Header{
-					{Key: "turbine.stream", Value: []byte(env.Name)},
+					{Key: HeaderStream, Value: []byte(env.Name)},
 					{Key: "turbine.window", Value: []byte(h.lateWindows(b.Data, row))},
 					{Key: "turbine.watermark", Value: []byte(exec.FormatTimestamp(types.MillisTime(h.wm)))},
 					{Key: "turbine.source.topic", Value: []byte(src.Topic)},
@@ -481,7 +481,7 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 			// their timers came due while the stream was down.
 			h.env.Metrics.RecoveredTimers.WithLabelValues(h.env.Name).Add(float64(recovered))
 			h.env.Log.Warn("closing windows already due at start: if the process died after writing their panes but before recording the close, "+
-				"these panes are written a second time (at-least-once; each carries the same value): dedupe downstream on (window, key), or use processing_guarantee = 'exactly_once'",
+				"these panes are written a second time (at-least-once; each carries the same value and identity): dedupe downstream on their turbine.key and turbine.window.start headers, or use processing_guarantee = 'exactly_once'",
 				"partition", h.env.Partition, "windows", recovered)
 		}
 		for _, c := range closed {
