@@ -1,6 +1,7 @@
 package dataflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/types"
 )
 
 // paneIdentity is a pane record's identity as a downstream consumer reads
@@ -194,5 +196,36 @@ func TestSinkRowsAreNotPanes(t *testing.T) {
 		if len(got) != 1 || len(got[0].Headers) != 0 {
 			t.Fatalf("%s: %+v: want one record, no headers", q, got)
 		}
+	}
+}
+
+// BenchmarkSinkPanes: what the identity headers add to writing a pane
+// (Keys alone: the record keyed, as before the headers).
+func BenchmarkSinkPanes(b *testing.B) {
+	schema := types.Schema{{Name: "k", Type: types.Text}, {Name: "ws", Type: types.Timestamp}, {Name: "n", Type: types.Int}}
+	const n = 1024
+	rows, keys, panes := make([][]any, n), make([][]byte, n), make([]Pane, n)
+	for i := range rows {
+		k := fmt.Sprintf("key-%05d", i)
+		rows[i] = []any{k, time.UnixMilli(1767225600000).UTC(), int64(i)}
+		keys[i], panes[i] = []byte(k), Pane{Start: 1767225600000, End: 1767225610000}
+	}
+	for _, withPanes := range []bool{false, true} {
+		b.Run(fmt.Sprintf("headers=%v", withPanes), func(b *testing.B) {
+			op := &Sink{Topic: "out", Partitions: 4, Schema: schema}
+			r := newRig(&testing.T{}, nil, 0, 1, op)
+			batch := &Batch{Rows: rows, Keys: keys}
+			if withPanes {
+				batch.Panes = panes
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := op.Process(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+				r.out.take()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pane")
+		})
 	}
 }
