@@ -413,3 +413,72 @@ func TestPaneIdentityDedupesADuplicate(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyWindowedStreamKeepsNoPartitionKey: a windowed stream whose
+// catalog record an earlier release wrote (no turbine.keyed.panes header)
+// wrote its panes unkeyed, round robin: it keeps no partition key,
+// followed live and after a restart, so a reader grouping by its key,
+// which would take those panes for placed, is refused as it was. One this
+// release creates, or whose record says so, has its group key as its
+// partition key, and such a reader is local.
+func TestLegacyWindowedStreamKeepsNoPartitionKey(t *testing.T) {
+	parallel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr, start := appNodes(t, 2, "legacy")
+	dir := t.TempDir()
+	a := start(dir)
+	defer func() { a.Close() }()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	put := func(key, val string, keyed bool) {
+		r := &kgo.Record{Topic: "turbine-legacy-catalog", Key: []byte(key), Value: []byte(val), Headers: []kgo.RecordHeader{
+			{Key: hdrCatalogV, Value: []byte(strconv.Itoa(catalogVersion))}, {Key: hdrNode, Value: []byte("nodeEarlier")},
+			{Key: hdrStmt, Value: []byte(newStmtID())}, {Key: hdrOp, Value: []byte("create")},
+		}}
+		if keyed {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: hdrKeyed, Value: []byte("true")})
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("source/lg_ev", `CREATE SOURCE lg_ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partition_key = 'k')`, false)
+	const window = `AS SELECT k, COUNT(*) AS n FROM lg_ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`
+	put("stream/lg_old", `CREATE STREAM lg_old WITH (topic = 'lg_old') `+window, false)
+	put("stream/lg_rec", `CREATE STREAM lg_rec WITH (topic = 'lg_rec') `+window, true)
+	waitWithin(t, "a to follow both streams", 10*time.Second, func() bool { return hasStream(a, "lg_old") && hasStream(a, "lg_rec") })
+	conn := connect(ctx, t, a)
+	if _, err := conn.Exec(ctx, `CREATE STREAM lg_new WITH (topic = 'lg_new') `+window); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for name, want := range map[string]string{"lg_old": "", "lg_rec": "k", "lg_new": "k"} {
+			st, ok := a.cat.Stream(name)
+			if !ok || st.KeyColumn != want {
+				t.Fatalf("%s: stream %s's partition key %q (found %v), want %q", when, name, st.KeyColumn, ok, want)
+			}
+		}
+		const down = `EXPLAIN CREATE STREAM lg_down AS SELECT k, SUM(n) AS n FROM %s GROUP BY k`
+		var plan string
+		if err := conn.QueryRow(ctx, fmt.Sprintf(down, "lg_old")).Scan(&plan); err == nil || !strings.Contains(err.Error(), "0A000") {
+			t.Fatalf("%s: a reader of lg_old grouping by k: %v (plan %q), want it refused (0A000)", when, err, plan)
+		}
+		for _, up := range []string{"lg_rec", "lg_new"} {
+			if err := conn.QueryRow(ctx, fmt.Sprintf(down, up)).Scan(&plan); err != nil || !strings.HasPrefix(plan, "Strategy: local") {
+				t.Fatalf("%s: a reader of %s grouping by k plans %q (%v), want local", when, up, plan, err)
+			}
+		}
+	}
+	check("followed")
+	conn.Close(ctx)
+	a.Close()
+	a = start(dir)
+	conn = connect(ctx, t, a)
+	defer conn.Close(ctx)
+	check("after a restart")
+}
