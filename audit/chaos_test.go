@@ -2,8 +2,11 @@ package audit
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/state"
 )
@@ -143,6 +146,36 @@ func TestParsePane(t *testing.T) {
 	}
 	if _, err := parsePane(streamSpec{kind: emit, plan: local}, []byte(`{"tenant":"t","ws":"2026-01-01T00:00:10Z","n":1,"total":2}`)); err == nil {
 		t.Error("an EMIT EVERY pane without is_final must not parse")
+	}
+}
+
+// TestCheckIdentity: a pane's identity headers must match its value; an
+// upsert stream's records carry none.
+func TestCheckIdentity(t *testing.T) {
+	s := streamSpec{name: "tumble_local", kind: tumble, plan: local}
+	p := pane{id: paneID{"t", at(10), at(20)}, v: value{1, 2}, final: true}
+	rec := func(start int64, key string) *kgo.Record {
+		return &kgo.Record{Value: []byte(`{}`), Headers: []kgo.RecordHeader{
+			{Key: "turbine.stream", Value: []byte("tumble_local")},
+			{Key: "turbine.window.start", Value: []byte(strconv.FormatInt(start, 10))},
+			{Key: "turbine.window.end", Value: []byte(strconv.FormatInt(at(20), 10))},
+			{Key: "turbine.key", Value: []byte(key)},
+		}}
+	}
+	if err := checkIdentity(s, p, rec(at(10), "t")); err != nil {
+		t.Errorf("the pane's own identity: %v", err)
+	}
+	if err := checkIdentity(s, p, rec(at(0), "t")); err == nil {
+		t.Error("another window's start must not pass")
+	}
+	if err := checkIdentity(s, p, rec(at(10), "u")); err == nil {
+		t.Error("another key must not pass")
+	}
+	if err := checkIdentity(s, p, &kgo.Record{Value: []byte(`{}`)}); err == nil {
+		t.Error("a pane without headers must not pass")
+	}
+	if err := checkIdentity(streamSpec{kind: upsert}, pane{id: paneID{key: "t"}}, rec(at(10), "t")); err == nil {
+		t.Error("an upsert record with pane headers must not pass")
 	}
 }
 

@@ -983,6 +983,9 @@ func (c *chaos) auditStream(ctx context.Context, s streamSpec, rows []row, wm in
 	got := make([]pane, 0, len(recs))
 	for _, r := range recs {
 		p, err := parsePane(s, r.Value)
+		if err == nil {
+			err = checkIdentity(s, p, r)
+		}
 		if err != nil {
 			return verdict{}, fmt.Errorf("stream %s: %w", s.name, err)
 		}

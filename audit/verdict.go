@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -136,6 +137,39 @@ func (s streamSpec) describe(id paneID) string {
 	}
 	f := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("15:04:05.000") }
 	return fmt.Sprintf("%s [%s, %s)", id.key, f(id.start), f(id.end))
+}
+
+// checkIdentity checks what the record of pane p says of its identity in
+// its headers against its value, as a consumer deduping on them reads
+// them (README: the turbine.stream, turbine.window.start and .end, and
+// turbine.key headers): a pane written twice after a kill must carry the
+// same identity, and an upsert stream's records carry none.
+func checkIdentity(s streamSpec, p pane, r *kgo.Record) error {
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if s.kind == upsert {
+		if len(h) > 0 {
+			return fmt.Errorf("output record %s: an upsert stream's record has headers %v", r.Value, h)
+		}
+		return nil
+	}
+	want := map[string]string{
+		"turbine.stream":       s.name,
+		"turbine.window.start": strconv.FormatInt(p.id.start, 10),
+		"turbine.window.end":   strconv.FormatInt(p.id.end, 10),
+		"turbine.key":          p.id.key,
+	}
+	if len(h) != len(want) {
+		return fmt.Errorf("output record %s: headers %v, want %v", r.Value, h, want)
+	}
+	for k, v := range want {
+		if h[k] != v {
+			return fmt.Errorf("output record %s: header %s is %q, want %q (headers %v)", r.Value, k, h[k], v, h)
+		}
+	}
+	return nil
 }
 
 // parsePane decodes one output record of s (JSON; timestamps as RFC 3339

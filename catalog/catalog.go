@@ -87,10 +87,10 @@ type Stream struct {
 	Options    StreamOptions
 	// KeyColumn is the output column its records are keyed by and placed
 	// with murmur2 (as INSERT keys a source by its partition_key): the
-	// message_key, or else the group key of an upsert stream grouped by one
-	// key that the select list outputs unchanged under its own name. Empty:
-	// the output is not keyed. A stream reading this one sees it as its
-	// partition key.
+	// message_key, or else the group key of an aggregation (an upsert
+	// stream's or a windowed one's) grouped by one key that the select list
+	// outputs unchanged under its own name. Empty: the output is not keyed
+	// by a column. A stream reading this one sees it as its partition key.
 	KeyColumn string
 	// Watermark is the event time of the output, for streams reading it: a
 	// stateless stream that outputs its input's watermark column unchanged
@@ -125,7 +125,14 @@ type Stream struct {
 	// output. nil (a fresh topic, or a record written before Start was
 	// recorded): the whole topic.
 	Start Offsets `json:",omitempty"`
-	SQL   string
+	// KeyedPanes: a windowed stream whose panes were keyed by their group
+	// key from its creation on, so its group key column can be its
+	// KeyColumn. One created by an earlier release (its catalog record
+	// says nothing of it) wrote unkeyed panes before, not placed by the
+	// key, so it keeps none (its panes are keyed from now on all the
+	// same).
+	KeyedPanes bool `json:",omitempty"`
+	SQL        string
 }
 
 // StreamOptions are the typed WITH options of a stream.
@@ -217,6 +224,9 @@ type Change struct {
 	// Start is a stream's output start (Stream.Start; nil: its whole
 	// topic).
 	Start Offsets
+	// KeyedPanes: a windowed stream created by a release that keys its
+	// panes by their group key (Stream.KeyedPanes).
+	KeyedPanes bool
 	// DeleteTopic, on a stream's drop (DROP STREAM ... DELETE TOPIC): its
 	// writer deletes the stream's topics once every node has stopped it;
 	// the others forget what their clients knew of them, so a topic
@@ -347,7 +357,7 @@ func (c *Catalog) AddStream(s *Stream, persist bool) error {
 		return &ErrExists{Name: s.Name}
 	}
 	if persist && c.log != nil {
-		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start}); err != nil {
+		if err := c.log.Write(Change{Kind: KindStream, Name: s.Name, SQL: s.SQL, Op: OpCreate, Reads: s.Input, Planned: s.Planned, Hop: s.Hop, Start: s.Start, KeyedPanes: s.KeyedPanes}); err != nil {
 			return fmt.Errorf("persist stream %s: %w", s.Name, err)
 		}
 	}

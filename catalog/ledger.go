@@ -37,6 +37,7 @@ type Entry struct {
 	Reads, Planned string
 	Hop            string
 	Start          Offsets // a stream's output start
+	KeyedPanes     bool    // Change.KeyedPanes
 	Node, Stmt     string
 	Offset         int64
 }
@@ -224,7 +225,8 @@ func (l *Ledger) Apply(r Record) (repair *Change, err error) {
 		l.droppedBy[k] = r.Node
 		return nil, nil
 	}
-	l.live[k] = Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Start: r.Start, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset}
+	l.live[k] = Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Start: r.Start, KeyedPanes: r.KeyedPanes,
+		Node: r.Node, Stmt: r.Stmt, Offset: r.Offset}
 	return nil, nil
 }
 
@@ -285,5 +287,6 @@ func (l *Ledger) repairFor(r Record) *Change {
 		}
 		return &Change{Kind: r.Kind, Name: r.Name, Op: OpRepair}
 	}
-	return &Change{Kind: cur.Kind, Name: cur.Name, SQL: cur.SQL, Op: OpRepair, Reads: cur.Reads, Planned: cur.Planned, Hop: cur.Hop, Start: cur.Start}
+	return &Change{Kind: cur.Kind, Name: cur.Name, SQL: cur.SQL, Op: OpRepair, Reads: cur.Reads, Planned: cur.Planned, Hop: cur.Hop, Start: cur.Start,
+		KeyedPanes: cur.KeyedPanes}
 }

@@ -466,7 +466,7 @@ func (h *HashAgg) routeLate(ctx context.Context, b *Batch, late []int) {
 			env.Out.ProduceOr(ctx, &kafkaio.Record{
 				Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Partition: src.Partition % n,
 				Headers: []kafkaio.Header{
-					{Key: "turbine.stream", Value: []byte(env.Name)},
+					{Key: HeaderStream, Value: []byte(env.Name)},
 					{Key: "turbine.window", Value: []byte(h.lateWindows(b.Data, row))},
 					{Key: "turbine.watermark", Value: []byte(exec.FormatTimestamp(types.MillisTime(h.wm)))},
 					{Key: "turbine.source.topic", Value: []byte(src.Topic)},
@@ -567,7 +567,7 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 			// their timers came due while the stream was down.
 			h.env.Metrics.RecoveredTimers.WithLabelValues(h.env.Name).Add(float64(recovered))
 			h.env.Log.Warn("closing windows already due at start: if the process died after writing their panes but before recording the close, "+
-				"these panes are written a second time (at-least-once; each carries the same value): dedupe downstream on (window, key), or use processing_guarantee = 'exactly_once'",
+				"these panes are written a second time (at-least-once; each carries the same value and identity): dedupe downstream on their turbine.key and turbine.window.start headers, or use processing_guarantee = 'exactly_once'",
 				"partition", h.env.Partition, "windows", recovered)
 		}
 		for _, c := range closed {
@@ -596,7 +596,7 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 // chunks is the batch of a window's rows; a cold window's further chunks
 // follow through More, read as the next operator asks.
 func (h *HashAgg) chunks(c exec.Chunks, final bool) *Batch {
-	b := &Batch{Partition: h.env.Partition, Data: c.First, Final: final}
+	b := h.panes(c.First, final)
 	if c.More != nil {
 		more := c.More
 		b.More = func() (*Batch, error) {
@@ -604,9 +604,31 @@ func (h *HashAgg) chunks(c exec.Chunks, final bool) *Batch {
 			if err != nil || d == nil {
 				return nil, err
 			}
-			return &Batch{Partition: h.env.Partition, Data: d, Final: final}, nil
+			return h.panes(d, final), nil
 		}
 		h.draining = append(h.draining, more)
+	}
+	return b
+}
+
+// panes is the batch of window rows d with each pane's identity: its
+// group key (Keys, as an upsert stream's; nil for a keyless window) and its
+// window's bounds, read from the window_start and window_end columns that
+// follow the keys (planner.Plan.PostAggSchema). The select list may leave
+// them out: the identity travels beside the rows, not in them.
+func (h *HashAgg) panes(d *exec.Batch, final bool) *Batch {
+	b := &Batch{Partition: h.env.Partition, Data: d, Final: final}
+	if d == nil || d.N == 0 {
+		return b
+	}
+	nk := len(h.Plan.Keys)
+	if nk > 0 {
+		b.Keys = h.groupKeys(d)
+	}
+	ws, we := d.Cols[nk].I, d.Cols[nk+1].I
+	b.Panes = make([]Pane, d.N)
+	for i := range b.Panes {
+		b.Panes[i] = Pane{Start: ws[i], End: we[i]}
 	}
 	return b
 }
@@ -627,7 +649,10 @@ func (h *HashAgg) changedGroups() (*exec.Batch, [][]byte, error) {
 	return b, h.groupKeys(b), nil
 }
 
-// groupKeys are the Kafka keys of an upsert stream's rows.
+// groupKeys are the group keys of rows b as Kafka keys: the key's text for
+// one key column (integers in decimal; NULL: nil, an unkeyed record), a
+// JSON array for several. An upsert stream's records and a windowed
+// stream's panes are keyed by them.
 func (h *HashAgg) groupKeys(b *exec.Batch) [][]byte {
 	nk := len(h.Plan.Keys)
 	keys := make([][]byte, b.N)

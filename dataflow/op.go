@@ -65,8 +65,14 @@ type Batch struct {
 	MaxTime int64
 	HasTime bool
 	// Keys are the rows' Kafka keys when the operator that made them
-	// chose them (an upsert stream's group keys); nil: none.
+	// chose them (an upsert stream's group keys, a windowed stream's panes'
+	// group keys: nil for a NULL key); nil: none.
 	Keys [][]byte
+	// Panes are the rows' windows when the rows are a windowed
+	// aggregation's panes (nil: they are not panes). With the group key in
+	// Keys (Keys nil: a keyless window) they are each pane's identity,
+	// which the sink writes into the record's key and headers.
+	Panes []Pane
 	// Final marks rows of a window's final pane (false: an early fire).
 	Final bool
 	// Rows are the projected output rows (after a projection).
@@ -81,6 +87,13 @@ type Batch struct {
 	// closed from state on disk is emitted a chunk at a time, never whole.
 	More func() (*Batch, error)
 }
+
+// Pane is the window a pane row belongs to, [Start, End) in epoch
+// milliseconds: one TUMBLE or HOP window instance, or a session's bounds.
+// The early fires and the final pane of a TUMBLE or HOP window have the
+// same Pane; a session's end moves on as rows extend it (its start stays,
+// unless a row merges it into an earlier session of its key).
+type Pane struct{ Start, End int64 }
 
 // Following is the batch after b: the next one More yields, else Next.
 func (b *Batch) Following() (*Batch, error) {

@@ -3,6 +3,7 @@ package dataflow
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +18,16 @@ import (
 // Java producer would); a row without one is spread round robin. With
 // MessageKey set, every row is keyed by that TEXT column's value (NULL:
 // unkeyed), whatever key the row had.
+//
+// A pane (a row of a windowed aggregation: Batch.Panes) carries its
+// identity, so that a downstream upsert or dedupe collapses a pane written
+// twice (at-least-once) and an early fire with the final pane of its
+// window: its headers name the stream, the window's start and end, and the
+// group key (HeaderStream, HeaderWindowStart, HeaderWindowEnd, HeaderKey),
+// whatever the select list outputs; its record key is the group key (as an
+// upsert stream's), or for a keyless window the window's start, unless
+// MessageKey says otherwise. Every pane of a key (of a keyless window's
+// instance) is then on one partition, in the order written.
 //
 // An output record larger than the topic accepts follows the input
 // source's on_error: skipped and counted, dead-lettered (cut to fit, with a
@@ -36,16 +47,18 @@ type Sink struct {
 	// records batched with it down too.
 	MaxBytes int
 
-	env *Env
-	mk  int // index of MessageKey in Schema, -1: none
-	rr  int
-	out prometheus.Counter // records out, looked up once
+	env    *Env
+	stream []byte // the stream's name, the HeaderStream of every pane
+	mk     int    // index of MessageKey in Schema, -1: none
+	rr     int
+	out    prometheus.Counter // records out, looked up once
 }
 
 var _ Op = (*Sink)(nil)
 
 func (s *Sink) Open(_ context.Context, env *Env) error {
 	s.env = env
+	s.stream = []byte(env.Name)
 	s.out = env.Metrics.RecordsOut.WithLabelValues(env.Name)
 	if s.OnError == "skip" || s.OnError == "dlq" {
 		env.Metrics.DecodeErrors.WithLabelValues(env.Name, s.OnError) // oversized rows, at 0 from the start
@@ -60,16 +73,32 @@ func (s *Sink) Open(_ context.Context, env *Env) error {
 }
 
 func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
+	var ids paneIDs
+	if b.Panes != nil {
+		ids = newPaneIDs(s.stream, len(b.Rows), b.Keys != nil)
+	}
 	for i, row := range b.Rows {
 		rec := &kafkaio.Record{Topic: s.Topic, Value: exec.AppendJSONRow(nil, s.Schema, row)}
+		var start []byte // a pane's window start as text
+		if b.Panes != nil {
+			var groupKey []byte
+			if b.Keys != nil {
+				groupKey = b.Keys[i]
+			}
+			rec.Headers, start = ids.headers(b.Panes[i], groupKey)
+		}
 		var key []byte
 		hasKey := false
-		if s.mk >= 0 {
+		switch {
+		case s.mk >= 0:
 			if v, ok := row[s.mk].(string); ok {
 				key, hasKey = append([]byte{}, v...), true
 			}
-		} else if b.Keys != nil && b.Keys[i] != nil {
-			key, hasKey = b.Keys[i], true
+		case b.Keys != nil:
+			key, hasKey = b.Keys[i], b.Keys[i] != nil
+		case b.Panes != nil:
+			// A keyless window's pane: the window is its whole identity.
+			key, hasKey = start, true
 		}
 		if hasKey {
 			rec.Key = key
@@ -78,7 +107,7 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 			rec.Partition = int32(s.rr % s.Partitions)
 			s.rr++
 		}
-		if size := len(rec.Key) + len(rec.Value) + recordOverhead; s.MaxBytes > 0 && size > s.MaxBytes {
+		if size := len(rec.Key) + len(rec.Value) + headerBytes(rec.Headers) + recordOverhead; s.MaxBytes > 0 && size > s.MaxBytes {
 			if s.OnError != "skip" && s.OnError != "dlq" {
 				return nil, fmt.Errorf("output record of %d bytes is larger than topic %s accepts (max.message.bytes %d): set on_error = 'skip' or 'dlq' on the source to pass over such rows",
 					size, s.Topic, s.MaxBytes)
@@ -119,12 +148,75 @@ func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
 	dl := &kafkaio.Record{Topic: s.DLQTopic, Key: r.Key, Value: r.Value, Partition: r.Partition % n,
 		Headers: []kafkaio.Header{
 			{Key: "turbine.error", Value: []byte(fmt.Sprintf("output record of %d bytes is larger than topic %s accepts", size, r.Topic))},
-			{Key: "turbine.stream", Value: []byte(env.Name)},
+			{Key: HeaderStream, Value: s.stream},
 			{Key: "turbine.output.topic", Value: []byte(r.Topic)},
 		}}
 	env.Out.ProduceOr(ctx, dl, func(d *kafkaio.Record) { env.Out.Produce(ctx, Truncated(d)) })
 	env.Metrics.DecodeErrors.WithLabelValues(env.Name, "dlq").Inc()
 	env.Counts.DLQ.Add(1)
+}
+
+// The headers of every pane record: its identity. Values are text: the
+// stream's name; the window's start and end in epoch milliseconds, in
+// decimal; the group key as the record key of an upsert stream has it
+// (one key column: its text, integers in decimal, NULL a null value;
+// several: a JSON array). A keyless window's panes have no HeaderKey.
+const (
+	HeaderStream      = "turbine.stream"
+	HeaderWindowStart = "turbine.window.start"
+	HeaderWindowEnd   = "turbine.window.end"
+	HeaderKey         = "turbine.key"
+)
+
+// paneIDs builds the identity headers of a batch's panes out of two
+// allocations for the whole batch rather than several per record (the
+// records keep pointing into them until Kafka acknowledges them, so each
+// batch has its own).
+type paneIDs struct {
+	stream []byte
+	keyed  bool
+	hdrs   []kafkaio.Header
+	nums   []byte
+}
+
+func newPaneIDs(stream []byte, n int, keyed bool) paneIDs {
+	per := 3
+	if keyed {
+		per++
+	}
+	// Two int64s in decimal: at most 20 bytes each.
+	return paneIDs{stream: stream, keyed: keyed, hdrs: make([]kafkaio.Header, 0, per*n), nums: make([]byte, 0, 40*n)}
+}
+
+// headers are pane p's headers (groupKey: its group key, nil when NULL),
+// and the text of its window start.
+func (ids *paneIDs) headers(p Pane, groupKey []byte) ([]kafkaio.Header, []byte) {
+	from := len(ids.hdrs)
+	start := ids.number(p.Start)
+	ids.hdrs = append(ids.hdrs,
+		kafkaio.Header{Key: HeaderStream, Value: ids.stream},
+		kafkaio.Header{Key: HeaderWindowStart, Value: start},
+		kafkaio.Header{Key: HeaderWindowEnd, Value: ids.number(p.End)})
+	if ids.keyed {
+		ids.hdrs = append(ids.hdrs, kafkaio.Header{Key: HeaderKey, Value: groupKey})
+	}
+	return ids.hdrs[from:len(ids.hdrs):len(ids.hdrs)], start
+}
+
+// number is ms in decimal, in the batch's text.
+func (ids *paneIDs) number(ms int64) []byte {
+	from := len(ids.nums)
+	ids.nums = strconv.AppendInt(ids.nums, ms, 10)
+	return ids.nums[from:len(ids.nums):len(ids.nums)]
+}
+
+// headerBytes is what hs add to a record.
+func headerBytes(hs []kafkaio.Header) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.Key) + len(h.Value) + 2 // and their lengths' varints, at least a byte each
+	}
+	return n
 }
 
 // recordOverhead bounds what Kafka adds to a record's key and value in a

@@ -746,7 +746,7 @@ func chooseStrategy(p *Plan, requested, src string) error {
 	if p.PartitionKey < 0 {
 		why := fmt.Sprintf("%s has no partition_key", p.Input.Name)
 		if p.Input.Stream != nil {
-			// A stream's partition key is its output key (message_key, or an upsert stream's group key).
+			// A stream's partition key is its output key (message_key, or an aggregation's single group key).
 			why = fmt.Sprintf("the output of stream %s is not keyed (set message_key on it)", p.Input.Name)
 		}
 		if pk != "" {

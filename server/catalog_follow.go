@@ -54,7 +54,8 @@ func (s *Server) seedLedger(entries []catalogEntry) {
 			continue // not judged (replayCatalog marked its object failed)
 		}
 		r := e.rec
-		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Start: r.Start, Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
+		l.Seed(catalog.Entry{Kind: r.Kind, Name: r.Name, SQL: r.SQL, Reads: r.Reads, Planned: r.Planned, Hop: r.Hop, Start: r.Start, KeyedPanes: r.KeyedPanes,
+			Node: r.Node, Stmt: r.Stmt, Offset: r.Offset})
 	}
 	s.catMu.Lock()
 	s.cf.ledger = l

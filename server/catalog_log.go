@@ -94,6 +94,7 @@ const (
 	hdrHop      = "turbine.hop"
 	hdrStart    = "turbine.start"
 	hdrDelete   = "turbine.delete.topic"
+	hdrKeyed    = "turbine.keyed.panes"
 )
 
 type catalogEntry struct {
@@ -167,6 +168,9 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 	if c.DeleteTopic {
 		hs = append(hs, kafkaio.Header{Key: hdrDelete, Value: []byte("true")})
 	}
+	if c.KeyedPanes {
+		hs = append(hs, kafkaio.Header{Key: hdrKeyed, Value: []byte("true")})
+	}
 	if undoes != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrUndoes, Value: []byte(undoes)})
 	}
@@ -238,6 +242,8 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 			start = v
 		case hdrDelete:
 			rec.DeleteTopic = v == "true"
+		case hdrKeyed:
+			rec.KeyedPanes = v == "true"
 		}
 	}
 	// Versions are integers; one this release cannot parse is no more

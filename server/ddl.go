@@ -304,6 +304,9 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 	if p.Strategy == planner.StrategyRepartition {
 		def.Hop = s.hopGeneration(def.Name, p, persist)
 	}
+	if !persist {
+		keepLegacyPanes(def, s.recordedKeyedPanes(def.Name))
+	}
 	// Every refusal comes before the first thing the statement makes (a
 	// topic, a catalog record): a refused CREATE leaves nothing behind.
 	spec, err := s.checkStream(ctx, def, p, st.Options, persist)

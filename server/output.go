@@ -17,9 +17,14 @@ import (
 //     col, a TEXT column of the output (it stays in the JSON value too); a
 //     NULL is an unkeyed record. Keyed records are placed with murmur2, so
 //     col is the output's partition key.
-//   - otherwise an upsert stream (GROUP BY keys, no window) keys each row by
-//     its group key; when that is one key the select list outputs unchanged
-//     under its own name, that column is the output's partition key.
+//   - otherwise an aggregation keys each row by its group key: an upsert
+//     stream's rows (GROUP BY keys, no window) and a windowed stream's
+//     panes alike (dataflow.Sink; a keyless window's panes by their window
+//     start). When the group key is one key the select list outputs
+//     unchanged under its own name, that column is the output's partition
+//     key, so a stream reading this one and grouping by it aggregates
+//     locally (a windowed stream's only when created by a release that
+//     keys panes: keepLegacyPanes).
 //   - otherwise records are unkeyed (spread round robin): no partition key.
 //
 // A stateless stream that outputs its input's watermark column unchanged
@@ -38,7 +43,7 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 		}
 		def.Options.MessageKey = p.Output[i].Name
 		def.KeyColumn = p.Output[i].Name
-	} else if p.Aggregate && p.Window == nil && len(p.Keys) == 1 {
+	} else if p.Aggregate && len(p.Keys) == 1 {
 		for i, e := range p.Project[:min(len(p.Project), len(p.Output))] {
 			if c, ok := e.(*exec.ColRef); ok && c.Idx == 0 && strings.EqualFold(p.Output[i].Name, p.KeyNames[0]) {
 				def.KeyColumn = p.Output[i].Name
@@ -47,6 +52,7 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 		}
 	}
 	def.Windowed = p.Aggregate && p.Window != nil
+	def.KeyedPanes = def.Windowed
 	if p.Aggregate && p.Window == nil && len(p.Keys) > 0 {
 		def.Upsert = true
 		def.PrimaryKey = primaryKey(p)
@@ -61,6 +67,24 @@ func keyOutput(def *catalog.Stream, p *planner.Plan, o sql.Options) error {
 		}
 	}
 	return nil
+}
+
+// keepLegacyPanes undoes, for a windowed stream created by an earlier
+// release (its catalog record does not say its panes are keyed), what
+// keyOutput declared of its group key: that release wrote its panes
+// unkeyed, spread round robin, and a stream reading the topic from the
+// start would take those older panes for placed by the key: an
+// aggregation by it, planned local, would split a key's groups over
+// partitions. Such a reader stays refused, as it was. The panes it writes
+// now are keyed all the same; it keeps its message_key.
+func keepLegacyPanes(def *catalog.Stream, recorded bool) {
+	if !def.Windowed || recorded {
+		return
+	}
+	def.KeyedPanes = false
+	if def.Options.MessageKey == "" {
+		def.KeyColumn = ""
+	}
 }
 
 // primaryKey is the output column of each group key of an upsert stream,

@@ -239,6 +239,8 @@ func deliveryLines(p *planner.Plan, guarantee string) []string {
 		rec = fmt.Sprintf("exactly_once: %s is directly biased, so every row replayed after a crash goes into the answer", worstText)
 	case worst == agg.Attenuated:
 		rec = fmt.Sprintf("at_least_once when windows hold many rows (%s moves by duplicates over rows); exactly_once for small windows", worstText)
+	case p.Window != nil:
+		rec = "at_least_once: no aggregate moves on a duplicated row (a pane written twice after a crash carries the same value and identity; dedupe on its turbine.key and turbine.window.start headers)"
 	default:
 		rec = "at_least_once: no aggregate moves on a duplicated row (a pane written twice after a crash carries the same value; dedupe on (window, key))"
 	}

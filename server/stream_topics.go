@@ -168,6 +168,19 @@ func (s *Server) recordedStart(name string) catalog.Offsets {
 	return e.Start
 }
 
+// recordedKeyedPanes reports whether the catalog record of stream name
+// says its panes are keyed by their group key (catalog.Stream.KeyedPanes).
+// Without a ledger (no catalog log) every stream is this release's.
+func (s *Server) recordedKeyedPanes(name string) bool {
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
+	if s.cf.ledger == nil {
+		return true
+	}
+	e, _ := s.cf.ledger.Get(catalog.KindStream, name)
+	return e.KeyedPanes
+}
+
 // dropTopicsRefusal says why DROP STREAM ... DELETE TOPIC of def cannot
 // delete its output topic: a source or another stream has the same topic
 // (possible in a catalog written before topicTaken refused it).
