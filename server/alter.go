@@ -233,18 +233,27 @@ func sourceSQL(cs *sql.CreateSource) string {
 		fmt.Fprintf(&b, ", WATERMARK FOR %s AS %s - INTERVAL '%d' MILLISECOND", quoteIdent(wm.Column), quoteIdent(wm.Column), wm.DelayMs)
 	}
 	b.WriteString(")")
-	if len(cs.Options) > 0 {
-		b.WriteString(" WITH (")
-		keys := cs.Options.Keys()
-		sort.Strings(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(k + " = " + optionSQL(cs.Options[k]))
-		}
-		b.WriteString(")")
+	b.WriteString(withClause(cs.Options))
+	return b.String()
+}
+
+// withClause writes options as a statement's " WITH (k = v, ...)", keys
+// sorted so that the same options always read the same ("" for none).
+func withClause(o sql.Options) string {
+	if len(o) == 0 {
+		return ""
 	}
+	keys := o.Keys()
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(" WITH (")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k + " = " + optionSQL(o[k]))
+	}
+	b.WriteString(")")
 	return b.String()
 }
 

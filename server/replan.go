@@ -261,18 +261,7 @@ func alteredStreamSQL(text string, set sql.Options) (*sql.CreateStream, string, 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE STREAM %s", quoteIdent(cs.Name))
-	if len(cs.Options) > 0 {
-		b.WriteString(" WITH (")
-		keys := cs.Options.Keys()
-		sort.Strings(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(k + " = " + optionSQL(cs.Options[k]))
-		}
-		b.WriteString(")")
-	}
+	b.WriteString(withClause(cs.Options))
 	// The query as written, EMIT EVERY included.
 	b.WriteString(" AS " + strings.TrimRight(strings.TrimSpace(text[cs.QueryPos:]), ";"))
 	out := b.String()
