@@ -55,11 +55,6 @@ type Member struct {
 	// (catalog records keyed run/...). A STOP is refused while a member
 	// does not: it would go on running the stream.
 	StreamStops bool `json:"stream_stops,omitempty"`
-	// PartialCovers: this process's binary reads combine partials that say
-	// what they cover (dataflow.PartialCover). Pre-aggregations ship them
-	// only while every member does: a binary of the previous release would
-	// misread them.
-	PartialCovers bool `json:"partial_covers,omitempty"`
 	// Seen is when the heartbeat was written (not serialised: the log's
 	// record time).
 	Seen time.Time `json:"-"`

@@ -186,41 +186,13 @@ func DecodeSource(v []byte) (p int32, off int64, err error) {
 	return int32(pp), int64(o), nil
 }
 
-// partialFrom marks a partial that names its source partition;
-// partialMarked one that also says what it covers (PartialCover).
-const (
-	partialFrom   = 0xC1
-	partialMarked = 0xC3
-)
-
-// PartialCover is what a combine partial covers of its source partition's
-// rows of its group: the highest source offset folded in, and how many
-// rows were folded in since that source last shipped the group (all it
-// holds after a restart of the pre-aggregation). A merge stage tells by
-// it a partial shipped again from one that carries rows a closed pane
-// never had (HashAgg.mergePartials).
-type PartialCover struct {
-	Last int64
-	Rows uint64
-}
+// partialFrom marks a partial that names its source partition.
+const partialFrom = 0xC1
 
 // EncodePartial is a combine partial's record value: a mark, the source
 // partition that shipped it (varint), the window start (8 bytes; headers
-// would cost their names on every partial), what it covers (two varints),
-// then the accumulators.
-func EncodePartial(source int32, window int64, cover PartialCover, enc []byte) []byte {
-	val := make([]byte, 0, 30+len(enc))
-	val = append(val, partialMarked)
-	val = binary.AppendUvarint(val, uint64(source))
-	val = binary.BigEndian.AppendUint64(val, uint64(window))
-	val = binary.AppendUvarint(val, uint64(cover.Last+1)) // -1: nothing folded
-	val = binary.AppendUvarint(val, cover.Rows)
-	return append(val, enc...)
-}
-
-// encodeSourcedPartial is the previous release's form of EncodePartial,
-// without what the partial covers (PartialAgg.Covers).
-func encodeSourcedPartial(source int32, window int64, enc []byte) []byte {
+// would cost their names on every partial), then the accumulators.
+func EncodePartial(source int32, window int64, enc []byte) []byte {
 	val := make([]byte, 0, 14+len(enc))
 	val = append(val, partialFrom)
 	val = binary.AppendUvarint(val, uint64(source))
@@ -228,50 +200,19 @@ func encodeSourcedPartial(source int32, window int64, enc []byte) []byte {
 	return append(val, enc...)
 }
 
-// DecodedPartial is a partial record's value as DecodePartial reads it.
-type DecodedPartial struct {
-	Source int32
-	Named  bool // it names its source (written since partials do)
-	Window int64
-	Cover  PartialCover
-	Marked bool // it says what it covers (Cover)
-	Enc    []byte
-}
-
-var errPartial = errors.New("a partial without its window")
-
-// DecodePartial reads EncodePartial, and the older forms: without what it
-// covers, and without the source (the window start, then the
-// accumulators).
-func DecodePartial(v []byte) (DecodedPartial, error) {
-	var p DecodedPartial
-	if len(v) == 0 || (v[0] != partialFrom && v[0] != partialMarked) {
-		if len(v) < 8 {
-			return p, errPartial
+// DecodePartial reads EncodePartial, and the older form without the
+// source (hasSource false): the window start, then the accumulators.
+func DecodePartial(v []byte) (source int32, hasSource bool, window int64, enc []byte, err error) {
+	if len(v) > 0 && v[0] == partialFrom {
+		q, n := binary.Uvarint(v[1:])
+		if n <= 0 || len(v) < 1+n+8 {
+			return 0, false, 0, nil, errors.New("a partial without its window")
 		}
-		p.Window, p.Enc = int64(binary.BigEndian.Uint64(v)), v[8:]
-		return p, nil
+		v = v[1+n:]
+		return int32(q), true, int64(binary.BigEndian.Uint64(v)), v[8:], nil
 	}
-	p.Marked = v[0] == partialMarked
-	q, n := binary.Uvarint(v[1:])
-	if n <= 0 || len(v) < 1+n+8 {
-		return p, errPartial
+	if len(v) < 8 {
+		return 0, false, 0, nil, errors.New("a partial without its window")
 	}
-	p.Source, p.Named = int32(q), true
-	v = v[1+n:]
-	p.Window, v = int64(binary.BigEndian.Uint64(v)), v[8:]
-	if p.Marked {
-		last, a := binary.Uvarint(v)
-		if a <= 0 {
-			return p, errPartial
-		}
-		rows, b := binary.Uvarint(v[a:])
-		if b <= 0 {
-			return p, errPartial
-		}
-		p.Cover = PartialCover{Last: int64(last) - 1, Rows: rows}
-		v = v[a+b:]
-	}
-	p.Enc = v
-	return p, nil
+	return 0, false, int64(binary.BigEndian.Uint64(v)), v[8:], nil
 }

@@ -372,11 +372,11 @@ func combinePartials(t *testing.T, q string, rows []string, sources int) cachedI
 	safe := make([]int64, len(recs)+1)
 	safe[len(recs)] = 1 << 40
 	for i := len(recs) - 1; i >= 0; i-- {
-		d, err := DecodePartial(recs[i].Value)
+		_, _, w, _, err := DecodePartial(recs[i].Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		safe[i] = min(safe[i+1], spec.LastWindowEnd(d.Window)-1)
+		safe[i] = min(safe[i+1], spec.LastWindowEnd(w)-1)
 	}
 	return cachedInput{q: q, recs: recs, wmAt: func(off int64) int64 { return safe[off] }, merge: true}
 }

@@ -25,12 +25,6 @@ import (
 // per group: a ship repeated after a crash replaces the one before instead
 // of counting twice.
 //
-// Each partial also says what it covers of its group (PartialCover: the
-// highest source offset folded in, the rows new since its last ship), so
-// the merge stage can tell a partial it receives after the window closed
-// that is a copy of what the pane holds from one carrying rows the pane
-// never had (latepartials.go).
-//
 // Its restart position is the first offset of a row in a window not
 // shipped yet (Commit.Restart), so a restart re-reads exactly what it had
 // not handed on; the shipped watermark is recorded (Commit.Closed) and
@@ -44,10 +38,6 @@ type PartialAgg struct {
 	// stand and kept, at this interval: the merge side's early fires then
 	// see every partition's rows so far.
 	EmitEvery time.Duration
-	// Covers, when set, says whether partials may say what they cover: not
-	// while a process of the previous release, which reads only the older
-	// form, runs in the app (a rolling upgrade). nil: they may.
-	Covers func() bool
 
 	lastEarly time.Time
 	env       *Env
@@ -58,7 +48,6 @@ type PartialAgg struct {
 	applied   int64           // offsets below it were read before a restart: a replay
 	next      int64           // the next offset to read
 	out       *shipCounts     // turbine_combine_*_out
-	marks     []int64         // scratch: the source offset of each row consumed
 }
 
 var (
@@ -84,9 +73,6 @@ func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	m := env.Restored
 	c.shipped, c.hasShip = m.Closed, m.HasClosed
 	c.applied = max(m.Applied, m.Offset)
-	// Rows read again after a restart are not new: a partial counts those
-	// it had not read before (PartialCover.Rows), as late rows count.
-	a.FreshFrom = c.applied
 	c.next = m.Offset
 	return nil
 }
@@ -137,18 +123,7 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 			}
 		}
 	}
-	// Each row's mark is its source offset: a partial then says which of
-	// the partition's rows it covers (PartialCover).
-	marks := c.marks[:0]
-	for i := range rows.N {
-		row := i
-		if kepts != nil {
-			row = kepts[i]
-		}
-		marks = append(marks, b.Recs[b.Src[row]].Offset)
-	}
-	c.marks = marks
-	late, err := c.agg.ConsumeMarked(rows, marks, 0, false)
+	late, err := c.agg.Consume(rows, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%d: %w", b.Recs[0].Topic, b.Partition, err)
 	}
@@ -188,13 +163,9 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 		c.lastEarly, open = wm.Now, true
 	}
 	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
-	covers := c.Covers == nil || c.Covers()
 	for _, part := range parts {
-		val := encodeSourcedPartial(c.env.Partition, part.Window, part.Enc)
-		if covers {
-			val = EncodePartial(c.env.Partition, part.Window, PartialCover{Last: part.Last, Rows: part.Rows}, part.Enc)
-		}
-		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: val, Partition: state.PartitionFor(part.Key, c.Partitions)}
+		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),
+			Partition: state.PartitionFor(part.Key, c.Partitions)}
 		c.out.count(r)
 		c.env.Out.Produce(ctx, r)
 	}

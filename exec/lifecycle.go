@@ -410,12 +410,6 @@ type Partial struct {
 	Window int64
 	Key    []byte // encoded group key (AppendKey)
 	Enc    []byte // GroupTable.Encode
-	// Marked (rows consumed with ConsumeMarked): Last is the highest mark
-	// folded into the group, Rows the rows folded since it was last
-	// shipped.
-	Marked bool
-	Rows   uint64
-	Last   int64
 }
 
 // ShipDue removes the windows that end (plus lateness) at or before wm and
@@ -453,9 +447,7 @@ func (a *Aggregator) Ship(wm int64, hasWM, open bool) (out []Partial, closed []i
 			continue
 		}
 		for _, s := range a.Table.WindowSlots(w) {
-			p := Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)}
-			a.markShipped(&p, s, !due)
-			out = append(out, p)
+			out = append(out, Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)})
 		}
 		if due {
 			a.Table.CloseWindow(w)

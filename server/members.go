@@ -124,7 +124,7 @@ func (s *Server) leaveCluster() {
 
 // selfMember is what this process's heartbeat says.
 func (s *Server) selfMember() cluster.Member {
-	m := cluster.Member{Node: s.nodeID, PGAddr: s.PGAddr(), HTTPAddr: s.HTTPAddr(), State: cluster.StateUp, HopSeals: true, StreamStops: true, PartialCovers: true}
+	m := cluster.Member{Node: s.nodeID, PGAddr: s.PGAddr(), HTTPAddr: s.HTTPAddr(), State: cluster.StateUp, HopSeals: true, StreamStops: true}
 	switch {
 	case s.leaving.Load():
 		m.State = cluster.StateLeaving

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
-	"github.com/turbinesql/turbinesql/cluster"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
@@ -105,24 +104,13 @@ func (s *Server) writeRun(name, value string, op catalog.Op) (int64, error) {
 // membersWithoutStops names the live members whose binary does not follow
 // run records.
 func (s *Server) membersWithoutStops() []string {
-	return s.membersWithout(func(m cluster.Member) bool { return m.StreamStops })
-}
-
-// partialCovers reports whether every member of the app reads combine
-// partials that say what they cover (a rolling upgrade may be under way).
-func (s *Server) partialCovers() bool {
-	return len(s.membersWithout(func(m cluster.Member) bool { return m.PartialCovers })) == 0
-}
-
-// membersWithout names the members of the app whose heartbeat lacks has.
-func (s *Server) membersWithout(has func(cluster.Member) bool) []string {
 	m := s.members.Load()
 	if m == nil {
 		return nil
 	}
 	var out []string
 	for _, mem := range m.Members() {
-		if !has(mem) {
+		if !mem.StreamStops {
 			out = append(out, mem.Node)
 		}
 	}

@@ -403,7 +403,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 				return []dataflow.Op{
 					&dataflow.Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, NeedsSeq: p.NeedsSeq, Observe: s.observer(p.Input.Source), CountIn: true,
 						DLQ: s.dlqPartitions, Letters: s.letters, TimeRequired: needTime, TimeRequiredIdx: timeIdx},
-					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb, EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, Covers: s.partialCovers},
+					&dataflow.PartialAgg{Plan: p, Topic: topic, Partitions: spec.nCmb, EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond},
 				}
 			},
 		}
