@@ -119,7 +119,7 @@ def reflection(conninfo):
             "get_columns readings",
             cols,
             [("sensor", "TEXT", True), ("seq", "BIGINT", True), ("value", "DOUBLE PRECISION", True),
-             ("ok", "BOOLEAN", True), ("ts", "TIMESTAMP", True)],
+             ("ok", "BOOLEAN", True), ("ts", "TIMESTAMP", False)],
         )
         cols = [(c["name"], str(c["type"])) for c in insp.get_columns("sensor_counts")]
         check("get_columns sensor_counts", cols, [("sensor", "TEXT"), ("n", "BIGINT")])

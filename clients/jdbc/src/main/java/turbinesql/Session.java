@@ -181,7 +181,7 @@ public final class Session {
       }
     }
     check(name + ": getColumns",
-        "[sensor:text:12:1:YES, seq:int8:-5:2:YES, value:float8:8:3:YES, ok:bool:-7:4:YES, ts:timestamp:93:5:YES]",
+        "[sensor:text:12:1:YES, seq:int8:-5:2:YES, value:float8:8:3:YES, ok:bool:-7:4:YES, ts:timestamp:93:5:NO]",
         cols.toString());
     List<String> pk = new ArrayList<>();
     try (ResultSet rs = c.getMetaData().getPrimaryKeys(null, "public", "sensor_counts")) {
