@@ -156,15 +156,22 @@ func (s *Server) outputStart(ctx context.Context, def *catalog.Stream, made []st
 	}, nil
 }
 
-// recordedStart is the output start the catalog log records for stream
-// name (a stream another node created, or one replayed at start).
-func (s *Server) recordedStart(name string) catalog.Offsets {
+// recordedStream is the catalog log's record of stream name; ok is false
+// when the server has no catalog log (then nothing is recorded).
+func (s *Server) recordedStream(name string) (e catalog.Entry, ok bool) {
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
 	if s.cf.ledger == nil {
-		return nil
+		return catalog.Entry{}, false
 	}
-	e, _ := s.cf.ledger.Get(catalog.KindStream, name)
+	e, _ = s.cf.ledger.Get(catalog.KindStream, name)
+	return e, true
+}
+
+// recordedStart is the output start the catalog log records for stream
+// name (a stream another node created, or one replayed at start).
+func (s *Server) recordedStart(name string) catalog.Offsets {
+	e, _ := s.recordedStream(name)
 	return e.Start
 }
 
@@ -172,13 +179,8 @@ func (s *Server) recordedStart(name string) catalog.Offsets {
 // says its panes are keyed by their group key (catalog.Stream.KeyedPanes).
 // Without a ledger (no catalog log) every stream is this release's.
 func (s *Server) recordedKeyedPanes(name string) bool {
-	s.catMu.Lock()
-	defer s.catMu.Unlock()
-	if s.cf.ledger == nil {
-		return true
-	}
-	e, _ := s.cf.ledger.Get(catalog.KindStream, name)
-	return e.KeyedPanes
+	e, ok := s.recordedStream(name)
+	return !ok || e.KeyedPanes
 }
 
 // dropTopicsRefusal says why DROP STREAM ... DELETE TOPIC of def cannot
