@@ -352,7 +352,7 @@ func toTimestamp(out *Vec, args []*Vec) error {
 // The TIMESTAMP range PostgreSQL accepts: 4713 BC to 294276 AD. Beyond
 // Go's time.Time years (±292 billion) nothing in between overflows.
 const (
-	minTimestampMs = -210866803200000  // 4714-11-24 00:00:00 BC
+	minTimestampMs = -210866803200000     // 4714-11-24 00:00:00 BC
 	maxTimestampMs = 9224318016000000 - 1 // 294277-01-01 00:00:00
 )
 
