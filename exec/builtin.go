@@ -85,7 +85,8 @@ func Overloads(name string) ([]Sig, bool) {
 
 // Function is one overload of a scalar function, as pg_proc lists it.
 type Function struct {
-	Name string // lower case
+	Name   string // lower case
+	Strict bool   // NULL in any argument gives NULL
 	Sig
 }
 
@@ -95,12 +96,12 @@ func Signatures() []Function {
 	var out []Function
 	for name, b := range builtins {
 		for _, s := range b.sigs {
-			out = append(out, Function{Name: strings.ToLower(name), Sig: s})
+			out = append(out, Function{Name: strings.ToLower(name), Strict: !b.lenient, Sig: s})
 		}
 	}
 	for name, s := range legacySigs {
 		for _, g := range s {
-			out = append(out, Function{Name: strings.ToLower(name), Sig: g})
+			out = append(out, Function{Name: strings.ToLower(name), Strict: name != "CONCAT", Sig: g})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
