@@ -587,7 +587,7 @@ func formatTextArray(vals []any) string {
 // escape format ('\\' a backslash, '\ooo' an octal byte).
 func byteaIn(s string) ([]byte, error) {
 	if strings.HasPrefix(s, `\x`) {
-		return hexIn(s[2:], true)
+		return hexIn(s[2:])
 	}
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
@@ -613,7 +613,7 @@ func byteaIn(s string) ([]byte, error) {
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // hexIn reads hex digits, skipping whitespace between byte pairs.
-func hexIn(s string, _ bool) ([]byte, error) {
+func hexIn(s string) ([]byte, error) {
 	out := make([]byte, 0, len(s)/2)
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -708,7 +708,7 @@ func decode(out *Vec, args []*Vec) error {
 		var data []byte
 		switch enc {
 		case "hex":
-			data, err = hexIn(s, false)
+			data, err = hexIn(s)
 		case "base64":
 			clean := strings.Map(func(r rune) rune {
 				if r == ' ' || r == '\n' || r == '\r' || r == '\t' {

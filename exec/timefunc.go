@@ -75,8 +75,9 @@ var timeUnits = map[string]timeUnit{
 }
 
 // unitOf reads a field name; what names the type for the errors
-// ("timestamp without time zone", "interval"). truncating is date_trunc,
-// which takes fewer fields than date_part.
+// ("timestamp without time zone", "interval"), ok says which units the
+// caller takes (date_trunc fewer than date_part): an unknown name is
+// 22023, a known one the caller does not take 0A000, as in PostgreSQL.
 func unitOf(name, what string, ok func(timeUnit) bool) (timeUnit, error) {
 	u, known := timeUnits[strings.ToLower(strings.TrimSpace(name))]
 	if !known {
