@@ -36,6 +36,15 @@ test-console:
 	TURBINE_CONSOLE_SHOTS=$(CONSOLE_SHOTS) CI_REQUIRE_CHROMIUM=$${CI_REQUIRE_CHROMIUM:-1} \
 		$(GO) test -tags console -count=1 -run TestConsoleChromium ./server
 
+# The scalar functions against a real PostgreSQL (Debian's postgresql
+# package): every expression of testdata/pgoracle/exprs.txt in a cluster
+# the test starts itself and in TurbineSQL (bounded SELECT and a stream),
+# text results and SQLSTATEs compared. Fails without PostgreSQL under
+# CI_REQUIRE_PG=1 (the default here), skips otherwise.
+.PHONY: test-pg
+test-pg:
+	CI_REQUIRE_PG=$${CI_REQUIRE_PG:-1} $(GO) test -tags pgoracle -count=1 -run TestPGOracle -v ./server
+
 # The tests that need a real Apache Kafka (4.x, fetched from Maven Central by
 # ci/kafka/pom.xml, cached in ~/.m2): a one-node KRaft broker on loopback,
 # placement agreement with Kafka's Java client, and the sqllogictest suite

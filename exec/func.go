@@ -369,16 +369,37 @@ var ScalarFuncs = func() map[string]int {
 // FuncNames lists the scalar functions, upper case (for a hint naming the
 // closest one).
 func FuncNames() []string {
-	out := make([]string, 0, len(scalarArity))
+	out := make([]string, 0, len(scalarArity)+len(builtins))
 	for n := range scalarArity {
 		out = append(out, n)
+	}
+	for n := range builtins {
+		if n[0] >= 'A' && n[0] <= 'Z' && !strings.Contains(n, " ") {
+			out = append(out, n)
+		}
 	}
 	return out
 }
 
 func Arity(name string) (least, most int, ok bool) {
-	a, ok := scalarArity[name]
-	return a[0], a[1], ok
+	if a, ok := scalarArity[name]; ok {
+		return a[0], a[1], true
+	}
+	b, ok := builtins[name]
+	if !ok {
+		return 0, 0, false
+	}
+	least = math.MaxInt
+	for _, s := range b.sigs {
+		least = min(least, len(s.Args))
+		switch {
+		case s.Variadic:
+			most = -1
+		case most >= 0:
+			most = max(most, len(s.Args))
+		}
+	}
+	return least, most, true
 }
 
 func (c *Call) Eval(b *Batch) (*Vec, error) {
@@ -397,6 +418,9 @@ func (c *Call) Eval(b *Batch) (*Vec, error) {
 	args, err := evalAll(b, c.Args)
 	if err != nil {
 		return nil, err
+	}
+	if bi, ok := builtins[c.Name]; ok {
+		return evalBuiltin(bi, c.T, args, b.N)
 	}
 	if c.Name == "CONCAT" { // NULL arguments are skipped, as in PostgreSQL's concat()
 		return concat(args, b.N)
@@ -515,16 +539,15 @@ func (c *Call) coalesce(b *Batch) (*Vec, error) {
 func concat(args []*Vec, n int) (*Vec, error) {
 	out := newVec(types.Text, n)
 	var sb strings.Builder
+	all, err := outputTexts(args)
+	if err != nil {
+		return nil, err
+	}
 	texts := make([]*Vec, 0, len(args))
-	for _, a := range args {
-		if !a.typed() {
-			continue
+	for _, t := range all {
+		if t != nil {
+			texts = append(texts, t)
 		}
-		t, err := castVec(a, types.Text)
-		if err != nil {
-			return nil, err
-		}
-		texts = append(texts, t)
 	}
 	if len(texts) == 1 && texts[0].Null == nil {
 		copy(out.S, texts[0].S)

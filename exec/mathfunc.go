@@ -116,7 +116,11 @@ func roundInt(x, n int64) (int64, bool) {
 // roundDecimal rounds x to n decimal places (n < 0: to tens, hundreds...)
 // half away from zero, on x's 15-significant-digit decimal form, as
 // PostgreSQL's round(x::numeric, n) does.
-func roundDecimal(x float64, n int64) float64 {
+func roundDecimal(x float64, n int64) float64 { return decimalPlaces(x, n, true) }
+
+// decimalPlaces keeps n decimal places of x's 15-digit decimal form,
+// rounding half away from zero (round) or cutting (trunc).
+func decimalPlaces(x float64, n int64, round bool) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) || x == 0 {
 		return x
 	}
@@ -131,7 +135,7 @@ func roundDecimal(x float64, n int64) float64 {
 	case k < 0:
 		return 0
 	case k < int64(len(digits)):
-		up := digits[k] >= '5'
+		up := round && digits[k] >= '5'
 		digits = digits[:k]
 		if up {
 			j := len(digits) - 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/turbinesql/turbinesql/catalog"
+	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/types"
 )
@@ -320,9 +321,23 @@ func init() {
 	reg("pg_get_serial_sequence", 2, 2, str, 25, true, func(Env, []any) (any, error) { return nil, nil })
 	reg("pg_get_statisticsobjdef_columns", 1, 1, str, 25, true, func(Env, []any) (any, error) { return nil, nil })
 	reg("pg_get_partkeydef", 1, 1, str, 25, true, func(Env, []any) (any, error) { return nil, nil })
-	reg("pg_get_function_result", 1, 1, str, 25, true, func(Env, []any) (any, error) { return nil, nil })
-	reg("pg_get_function_arguments", 1, 1, str, 25, true, func(Env, []any) (any, error) { return "", nil })
-	reg("pg_get_function_identity_arguments", 1, 1, str, 25, true, func(Env, []any) (any, error) { return "", nil })
+	reg("pg_get_function_result", 1, 1, str, 25, true, func(_ Env, a []any) (any, error) {
+		oid, _ := toInt(a[0])
+		if p, ok := libraryProc(oid); ok {
+			t, _ := FormatType(int64(p.RetPGOID()), -1)
+			return t, nil
+		}
+		return nil, nil
+	})
+	args := func(_ Env, a []any) (any, error) {
+		oid, _ := toInt(a[0])
+		if p, ok := libraryProc(oid); ok {
+			return procArguments(p.Function), nil
+		}
+		return "", nil
+	}
+	reg("pg_get_function_arguments", 1, 1, str, 25, true, args)
+	reg("pg_get_function_identity_arguments", 1, 1, str, 25, true, args)
 	reg("pg_tablespace_location", 1, 1, str, 25, true, func(Env, []any) (any, error) { return "", nil })
 	reg("pg_encoding_to_char", 1, 1, str, 19, true, func(_ Env, a []any) (any, error) {
 		if n, _ := toInt(a[0]); n == 6 {
@@ -439,6 +454,9 @@ func init() {
 				if i := int(n - 5000); i >= 0 && i < len(fs) {
 					return fs[i].Name, nil
 				}
+				if p, ok := libraryProc(n); ok {
+					return p.Name, nil
+				}
 				return strconv.FormatInt(n, 10), nil
 			}
 			return strings.TrimPrefix(strings.ToLower(fmt.Sprint(a[0])), "pg_catalog."), nil
@@ -511,6 +529,67 @@ func init() {
 			}
 			return *els[i-1], nil
 		}}
+}
+
+// libraryOIDBase numbers the pg_proc rows of the engine's scalar function
+// library (exec's kernels, one row per overload), after the catalog
+// functions' 5000 + i.
+const libraryOIDBase = 7000
+
+// LibraryProc is one overload of a library function, with its pg_proc OID.
+type LibraryProc struct {
+	OID int64
+	exec.Function
+}
+
+// LibraryProcs lists the library's functions as pg_proc rows: named
+// functions only (operators such as ~ are pg_operator's, not pg_proc's).
+func LibraryProcs() []LibraryProc {
+	var out []LibraryProc
+	for i, f := range exec.Signatures() {
+		if strings.ContainsAny(f.Name, " ~") {
+			continue
+		}
+		out = append(out, LibraryProc{OID: libraryOIDBase + int64(i), Function: f})
+	}
+	return out
+}
+
+func libraryProc(oid int64) (LibraryProc, bool) {
+	for _, p := range LibraryProcs() {
+		if p.OID == oid {
+			return p, true
+		}
+	}
+	return LibraryProc{}, false
+}
+
+// ArgOID is the pg_type OID of a library function's parameter:
+// types.Unknown is PostgreSQL's "any".
+func ArgOID(t types.Type) int64 {
+	switch t {
+	case types.Unknown:
+		return 2276
+	case types.Interval:
+		return 1186
+	}
+	return int64(t.OID())
+}
+
+// procArguments prints a function's parameters as
+// pg_get_function_arguments does: "text, VARIADIC "any"".
+func procArguments(f exec.Function) string {
+	parts := make([]string, len(f.Args))
+	for i, t := range f.Args {
+		parts[i], _ = FormatType(ArgOID(t), -1)
+		if f.Variadic && i == len(f.Args)-1 {
+			if t != types.Unknown {
+				parts[i] += "[]"
+			}
+			parts[i] = "VARIADIC " + parts[i]
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // FormatArray prints values as a PostgreSQL array literal.

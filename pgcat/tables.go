@@ -207,6 +207,21 @@ func init() {
 				"proparallel": "s", "pronargs": int64(f.NArgs), "prorettype": f.Ret, "proargtypes": "",
 				"prosrc": f.Name}))
 		}
+		for _, p := range LibraryProcs() {
+			argTypes := make([]string, len(p.Args))
+			for i, t := range p.Args {
+				argTypes[i] = strconv.FormatInt(ArgOID(t), 10)
+			}
+			variadic := int64(0)
+			if p.Variadic {
+				variadic = ArgOID(p.Args[len(p.Args)-1])
+			}
+			out = append(out, record(proc, map[string]any{"oid": p.OID, "proname": p.Name,
+				"pronamespace": int64(OIDPgCatalog), "proowner": int64(OIDSuperuser), "prolang": int64(12),
+				"procost": float64(1), "prosupport": "-", "prokind": "f", "proisstrict": p.Strict, "provolatile": "i",
+				"proparallel": "s", "pronargs": int64(len(p.Args)), "prorettype": int64(p.RetPGOID()),
+				"proargtypes": strings.Join(argTypes, " "), "provariadic": variadic, "prosrc": p.Name}))
+		}
 		return out
 	})
 

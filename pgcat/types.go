@@ -16,6 +16,7 @@ type pgType struct {
 
 var pgTypes = []pgType{
 	{16, "bool", "boolean", 1, "B", 1000, 0},
+	{17, "bytea", "bytea", -1, "U", 1001, 0},
 	{18, "char", "\"char\"", 1, "Z", 1002, 0},
 	{19, "name", "name", 64, "S", 1003, 0},
 	{20, "int8", "bigint", 8, "N", 1016, 0},
@@ -30,6 +31,7 @@ var pgTypes = []pgType{
 	{701, "float8", "double precision", 8, "N", 1022, 0},
 	{705, "unknown", "unknown", -2, "X", 0, 0},
 	{1000, "_bool", "boolean[]", -1, "A", 0, 16},
+	{1001, "_bytea", "bytea[]", -1, "A", 0, 17},
 	{1002, "_char", "\"char\"[]", -1, "A", 0, 18},
 	{1003, "_name", "name[]", -1, "A", 0, 19},
 	{1005, "_int2", "smallint[]", -1, "A", 0, 21},
@@ -52,6 +54,7 @@ var pgTypes = []pgType{
 	{2206, "regtype", "regtype", 4, "N", 2211, 0},
 	{2210, "_regclass", "regclass[]", -1, "A", 0, 2205},
 	{2211, "_regtype", "regtype[]", -1, "A", 0, 2206},
+	{2276, "any", "\"any\"", 4, "P", 0, 0},
 }
 
 func typeByOID(oid int64) (pgType, bool) {

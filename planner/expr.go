@@ -475,6 +475,10 @@ func (s *scope) binary(x *ast.BinaryOperationExpr) (exec.Expr, error) {
 		return s.arith(ops[x.Op], l, r)
 	case opcode.Or: // || (the sql package rewrites it to MySQL's |)
 		return s.concatOp(l, r)
+	case opcode.Xor: // ^ is exponentiation in PostgreSQL, with the same precedence as MySQL's XOR
+		return s.resolveBuiltin("POWER", []exec.Expr{l, r})
+	case opcode.NullEQ: // a IS NOT DISTINCT FROM b (the sql package rewrites it to <=>)
+		return s.scalarCall(exec.NotDistinctFunc, []exec.Expr{l, r})
 	}
 	return nil, s.errf(sql.CodeNotSupported, "", "operator %s is not supported", x.Op)
 }
@@ -765,6 +769,9 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 	if x.FnName.L == ast.TimestampLiteral || x.FnName.L == ast.DateLiteral {
 		name = "TIMESTAMPLITERAL"
 	}
+	if x.FnName.L == sql.DivFunc {
+		name = "DIV"
+	}
 	switch name {
 	case strings.ToUpper(sql.IntervalFunc):
 		ms, err := intArg(x, 0)
@@ -824,6 +831,13 @@ func (s *scope) call(x *ast.FuncCallExpr) (exec.Expr, error) {
 		if e, handled, err := s.catalogCall(x); handled {
 			return e, err
 		}
+	}
+	if why, unsupported := unsupportedFuncs[x.FnName.L]; unsupported && !ok {
+		e := s.errf(sql.CodeNotSupported, x.FnName.L, "function %s is not supported: %s", x.FnName.L, why).(*sql.Error)
+		if x.FnName.L == "age" {
+			e.HintMsg = "subtract the timestamps (a - b) for an interval in days and time"
+		}
+		return nil, e
 	}
 	if !ok {
 		e := s.errf(sql.CodeUndefinedFunc, strings.ToLower(x.FnName.O), "function %s does not exist", strings.ToLower(x.FnName.O)).(*sql.Error)
@@ -906,6 +920,34 @@ func (s *scope) scalarCall(name string, args []exec.Expr) (exec.Expr, error) {
 		return &exec.Call{Name: name, Args: args, T: t}, nil
 	case "CONCAT":
 		return &exec.Call{Name: name, Args: args, T: types.Text}, nil
+	case "GREATEST", "LEAST", exec.DistinctFunc, exec.NotDistinctFunc:
+		// One common type, as CASE and COALESCE resolve theirs: greatest(1, 2.5)
+		// is a DOUBLE, greatest(1, 'x') fails on 'x'.
+		t, args, err := s.commonType(name, sql.CodeDatatypeMismatch, args)
+		if err != nil {
+			if name == exec.NotDistinctFunc || name == exec.DistinctFunc {
+				lt, rt := args[0].Type(), args[1].Type()
+				return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %s %s", exec.PGName(lt), strings.ToLower(name), exec.PGName(rt))
+			}
+			return nil, err
+		}
+		if t == types.Unknown {
+			t = types.Text
+			for i := range args {
+				args[i] = &exec.Literal{T: t}
+			}
+		}
+		rt := t
+		if name == exec.NotDistinctFunc || name == exec.DistinctFunc {
+			rt = types.Bool
+		}
+		return &exec.Call{Name: name, Args: args, T: rt}, nil
+	case "ENCODE":
+		// encode takes bytea: a literal (read as bytea input) or decode()'s
+		// result, never a text column, as in PostgreSQL.
+		if a := args[0]; a.Type() != types.Unknown && !isTextLiteral(a) && pgOID(a, nil) != exec.OIDBytea {
+			return nil, s.noFunc(name, args)
+		}
 	case "LOWER", "UPPER", "BTRIM", "LTRIM", "RTRIM", "REPLACE":
 		args, err = s.argsAs(name, args, text, text, text)
 		return &exec.Call{Name: name, Args: args, T: types.Text}, err
@@ -927,7 +969,94 @@ func (s *scope) scalarCall(name string, args []exec.Expr) (exec.Expr, error) {
 		args, err = s.argsAs(name, args, t, types.Int)
 		return &exec.Call{Name: name, Args: args, T: t}, err
 	}
-	return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s does not exist", strings.ToLower(name))
+	return s.resolveBuiltin(name, args)
+}
+
+// resolveBuiltin types a call of one of exec's library functions: it picks
+// the overload the arguments fit best, as PostgreSQL's function resolution
+// does for these (an exact match, then one reached by BIGINT widening to
+// DOUBLE PRECISION or a text literal read as the parameter's type; NULL
+// fits anything), and casts the arguments to it. Nothing fits: 42883.
+func (s *scope) resolveBuiltin(name string, args []exec.Expr) (exec.Expr, error) {
+	sigs, ok := exec.Overloads(name)
+	if !ok {
+		return nil, s.errf(sql.CodeUndefinedFunc, "", "function %s does not exist", strings.ToLower(name))
+	}
+	best, bestCost := -1, math.MaxInt
+	for k, g := range sigs {
+		if cost, fits := fitCost(g, args); fits && cost < bestCost {
+			best, bestCost = k, cost
+		}
+	}
+	if best < 0 {
+		return nil, s.noFunc(name, args)
+	}
+	g := sigs[best]
+	out := make([]exec.Expr, len(args))
+	for i, a := range args {
+		want := paramType(g, i)
+		switch {
+		case want == types.Unknown, a.Type() == want: // "any", or exact
+			out[i] = a
+		case a.Type() == types.Unknown:
+			out[i] = &exec.Literal{T: want}
+		default:
+			c, err := coerce(&exec.Cast{X: a, To: want})
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+	}
+	var e exec.Expr = &exec.Call{Name: name, Args: out, T: g.Ret}
+	if g.RetOID != 0 {
+		e = &pgTyped{Expr: e, oid: g.RetOID}
+	}
+	return e, nil
+}
+
+// paramType is the type overload g wants for argument i.
+func paramType(g exec.Sig, i int) types.Type {
+	if i >= len(g.Args) {
+		return g.Args[len(g.Args)-1] // variadic
+	}
+	return g.Args[i]
+}
+
+// fitCost reports whether args fit overload g, and how many conversions
+// it takes.
+func fitCost(g exec.Sig, args []exec.Expr) (int, bool) {
+	if len(args) != len(g.Args) && !(g.Variadic && len(args) >= len(g.Args)-1) {
+		return 0, false
+	}
+	cost := 0
+	for i, a := range args {
+		want, got := paramType(g, i), a.Type()
+		switch {
+		case want == types.Unknown, got == want, got == types.Unknown:
+		case got == types.Int && want == types.Double:
+			cost++
+		case isTextLiteral(a) && exec.CanCast(types.Text, want):
+			cost += 2
+		default:
+			return 0, false
+		}
+	}
+	return cost, true
+}
+
+// unsupportedFuncs are PostgreSQL functions the engine does not have yet,
+// with the reason: a clearer answer than "does not exist" and a hint at a
+// near name.
+var unsupportedFuncs = map[string]string{
+	"age":              "its interval counts months and years, which INTERVAL here does not carry yet",
+	"justify_days":     "INTERVAL here carries no months yet",
+	"justify_hours":    "INTERVAL here carries days and time only",
+	"justify_interval": "INTERVAL here carries no months yet",
+	"make_interval":    "INTERVAL here carries no months yet",
+	"to_date":          "there is no DATE type yet",
+	"make_date":        "there is no DATE type yet",
+	"regexp_matches":   "set-returning functions are not supported in a select list",
 }
 
 // argsAs casts args to the types want (a NULL or a text literal adapts,

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -527,36 +526,31 @@ func (s *scope) compareSubquery(x *ast.CompareSubqueryExpr) (exec.Expr, error) {
 	return sq, err
 }
 
-// regexp is x ~ pattern (the front end's REGEXP): POSIX regular
-// expressions, read by Go's RE2 (no backreferences).
+// regexp is x ~ pattern (the front end's REGEXP; ~* arrives as REGEXP
+// __ci(pattern)): a vectorised call of exec's ~ or ~*.
 func (s *scope) regexp(x *ast.PatternRegexpExpr) (exec.Expr, error) {
+	name, pattern := "~", x.Pattern
+	if c, ok := pattern.(*ast.FuncCallExpr); ok && c.FnName.L == sql.CIFunc && len(c.Args) == 1 {
+		name, pattern = "~*", c.Args[0]
+	}
 	l, err := s.compile(x.Expr)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.compile(x.Pattern)
+	r, err := s.compile(pattern)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range []exec.Expr{l, r} {
-		if e.Type() != types.Text && e.Type() != types.Unknown {
-			return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s ~ text", exec.PGName(e.Type()))
+		if e.Type() != types.Text && e.Type() != types.Unknown && !isTextLiteral(e) {
+			return nil, s.errf(sql.CodeUndefinedFunc, "", "operator does not exist: %s %s %s", exec.PGName(l.Type()), name, exec.PGName(r.Type())).(*sql.Error).
+				WithHint("~ matches text; cast the value to text, e.g. x::text ~ '^1'")
 		}
 	}
-	cache := map[string]*regexp.Regexp{}
-	var out exec.Expr = &exec.RowFunc{Name: "regexp_match", Args: []exec.Expr{l, r}, T: types.Bool, Strict: true,
-		F: func(a []any) (any, error) {
-			pat := a[1].(string)
-			re, ok := cache[pat]
-			if !ok {
-				var err error
-				if re, err = regexp.Compile(pat); err != nil {
-					return nil, sql.Errorf("2201B", "invalid regular expression: %v", err)
-				}
-				cache[pat] = re
-			}
-			return re.MatchString(a[0].(string)), nil
-		}}
+	out, err := s.resolveBuiltin(name, []exec.Expr{l, r})
+	if err != nil {
+		return nil, err
+	}
 	if x.Not {
 		out = &exec.Not{X: out}
 	}

@@ -27,6 +27,18 @@ const (
 	CodeUndefinedObject  = "42704"
 	CodeWrongObjectType  = "42809"
 	CodeNotNullViolation = "23502"
+
+	// Data exceptions of the scalar functions, as PostgreSQL reports them.
+	CodeNumericOutOfRange    = "22003"
+	CodeInvalidDatetimeFmt   = "22007"
+	CodeDatetimeOutOfRange   = "22008"
+	CodeNullNotAllowed       = "22004" // null value not allowed (format('%I', NULL))
+	CodeInvalidArgLog        = "2201E" // invalid argument for logarithm
+	CodeInvalidArgPower      = "2201F" // invalid argument for power function (sqrt too)
+	CodeInvalidArgWidthBkt   = "2201G" // invalid argument for width_bucket
+	CodeInvalidRegex         = "2201B"
+	CodeSubstringError       = "22011"
+	CodeProgramLimitExceeded = "54000" // chr(0), a result too long
 )
 
 // Error is a user-facing error with a SQLSTATE, an optional hint saying what

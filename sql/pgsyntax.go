@@ -26,6 +26,11 @@ import (
 //	(VALUES (1, 'a'), (2, 'b')) s(n, t)
 //	                              → (SELECT 1 AS "n", 'a' AS "t" UNION ALL SELECT 2, 'b') s
 //	ORDER BY x DESC NULLS LAST    → ORDER BY __nulls_last(x) DESC  (also NULLS FIRST)
+//	EXTRACT(epoch FROM x)         → date_part('epoch', x)
+//	OVERLAY(s PLACING r FROM n FOR k) → overlay(s, r, n, k)
+//	a IS NOT DISTINCT FROM b      → a <=> b
+//	a IS DISTINCT FROM b          → NOT a <=> b
+//	div(a, b)                     → __div(a, b)
 //
 // Arrays are not a column type: an array value is carried as its
 // PostgreSQL text form ('{a,b}'), which is what clients print.
@@ -46,6 +51,8 @@ const (
 	// NULLS FIRST or NULLS LAST; the planner unwraps them (never called).
 	NullsFirstFunc = "__nulls_first"
 	NullsLastFunc  = "__nulls_last"
+	// DivFunc is PostgreSQL's div(a, b), which MySQL's DIV operator hides.
+	DivFunc = "__div"
 )
 
 // pgFuncCasts are the casts to PostgreSQL's object-identifier and array
@@ -379,10 +386,83 @@ func pgRewrite(src string, toks []Token, i, first int, atoms map[int]int, subst 
 		atoms[rb] = ps
 		return i, true, nil
 
+	case t.Is("EXTRACT") && i+3 < len(toks) && toks[i+1].Is("(") && toks[i+3].Is("FROM") &&
+		(toks[i+2].Kind == TokIdent || toks[i+2].Kind == TokQIdent || toks[i+2].Kind == TokString):
+		// EXTRACT(field FROM x) → date_part('field', x): the TiDB parser knows
+		// MySQL's units only (no EPOCH, DOW, DOY, ISODOW, ...).
+		// The "(" stays for the walk's depth count.
+		emit(t.Start, t.End, "date_part")
+		subst[i+2], subst[i+3] = quoteString(strings.ToLower(toks[i+2].Text)), ","
+		return i, true, nil
+
+	case t.Is("DIV") && i+1 < len(toks) && toks[i+1].Is("("):
+		// div(a, b) is a function in PostgreSQL, MySQL's DIV an operator.
+		emit(t.Start, t.End, DivFunc)
+		return i, true, nil
+
+	case t.Is("OVERLAY") && i+1 < len(toks) && toks[i+1].Is("("):
+		// OVERLAY(s PLACING r FROM n [FOR k]) → overlay(s, r, n [, k]).
+		rp := matching(toks, i+1)
+		if rp < 0 {
+			return i, false, syntaxAt(src, t.Start, "unbalanced OVERLAY(")
+		}
+		d := 0
+		for k := i + 2; k < rp; k++ {
+			switch u := toks[k]; {
+			case u.Is("(") || u.Is("["):
+				d++
+			case u.Is(")") || u.Is("]"):
+				d--
+			case d == 0 && (u.Is("PLACING") || u.Is("FROM") || u.Is("FOR")):
+				subst[k] = ","
+			}
+		}
+		return i, false, nil
+
+	case t.Is("IS") && i+2 < len(toks) && toks[i+1].Is("DISTINCT") && toks[i+2].Is("FROM"),
+		t.Is("IS") && i+3 < len(toks) && toks[i+1].Is("NOT") && toks[i+2].Is("DISTINCT") && toks[i+3].Is("FROM"):
+		// a IS NOT DISTINCT FROM b → a <=> b (MySQL's NULL-safe equality, at
+		// the precedence of =); a IS DISTINCT FROM b → NOT a <=> b, NOT
+		// binding looser than <=> and tighter than AND.
+		if toks[i+1].Is("NOT") {
+			emit(t.Start, toks[i+3].End, " <=> ")
+			return i + 3, true, nil
+		}
+		emit(toks[operandStart(toks, i, first)].Start, toks[operandStart(toks, i, first)].Start, "NOT ")
+		emit(t.Start, toks[i+2].End, " <=> ")
+		return i + 2, true, nil
+
 	case t.Is("(") && i+1 < len(toks) && toks[i+1].Is("VALUES"):
 		return i, true, valuesTable(src, toks, i, emit)
 	}
 	return i, false, nil
+}
+
+// operandStart finds the first token of the comparison operand that ends
+// just before toks[i]: back to the nearest AND, OR, NOT, comma, opening
+// bracket or clause keyword outside brackets.
+func operandStart(toks []Token, i, first int) int {
+	depth := 0
+	for k := i - 1; k >= first; k-- {
+		u := toks[k]
+		switch {
+		case u.Is(")") || u.Is("]") || u.Is("END"):
+			depth++
+			continue
+		case u.Is("(") || u.Is("[") || u.Is("CASE"):
+			if depth == 0 {
+				return k + 1
+			}
+			depth--
+			continue
+		}
+		if depth == 0 && (u.Is("AND") || u.Is("OR") || u.Is("NOT") || u.Is("XOR") || u.Is(",") || u.Is("SELECT") ||
+			u.Is("WHERE") || u.Is("WHEN") || u.Is("THEN") || u.Is("ELSE") || u.Is("ON") || u.Is("HAVING") ||
+			u.Is("BY") || u.Is("IS") || u.Is("LIKE") || u.Is("ILIKE") || u.Is("IN") || comparisonOps[u.Text]) {
+			return k + 1
+		}
+	}
+	return first
 }
 
 // valuesTable rewrites a VALUES list in FROM, (VALUES (..), ..) alias(cols),
