@@ -13,6 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -103,7 +104,7 @@ func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
 	default:
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "on_error %q is not valid", src.OnError).WithPos(o["on_error"].Pos).WithHint("use 'fail', 'skip' or 'dlq'")
 	}
-	src.DLQTopic = o.String("dlq_topic", src.Topic+".dlq")
+	src.DLQTopic = o.String("dlq_topic", streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicDLQ, Input: src.Topic}))
 	dlq := ""
 	if _, set := o["dlq_topic"]; set || src.OnError == "dlq" {
 		dlq = src.DLQTopic

@@ -21,7 +21,7 @@ import (
 //     stream's consumer group);
 //   - a repartition topic is shared by the streams of one (topic, column),
 //     and a stream created later reads it from offset 0 to get the
-//     source's history. So the hop has generations (shuffle.HopGeneration):
+//     source's history. So the hop has generations (streamplan.HopGeneration):
 //     before its first deletion on a generation the purger writes a seal
 //     record for it to the catalog log, and purges only once its own
 //     follower has applied that seal. Every node judges the log in the

@@ -14,8 +14,8 @@ import (
 	"github.com/turbinesql/turbinesql/pgcat"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -306,7 +306,7 @@ func explainPlan(p *planner.Plan, stream, topic, appID, hop string) []string {
 	}
 	if p.Strategy == planner.StrategyRepartition {
 		nodes = append(nodes, fmt.Sprintf("Repartition by %s: internal topic %s (murmur2 on %s; watermark markers from every source partition)",
-			p.RepartitionBy, cmp.Or(hop, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy})), p.RepartitionBy))
+			p.RepartitionBy, cmp.Or(hop, streamplan.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy})), p.RepartitionBy))
 	}
 	src := fmt.Sprintf("Source: %s (topic %s", p.Input.Name, p.Input.Topic)
 	if p.Input.PartitionKey != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // The topics of a stream: what CREATE STREAM makes (and takes back when
@@ -105,7 +106,7 @@ func (s *Server) deleteMade(made []string) {
 
 // isHopTopic reports whether topic names a repartition hop of this app.
 func (s *Server) isHopTopic(topic string) bool {
-	return strings.HasPrefix(topic, "turbine-"+s.cfg.AppID+"-rep-")
+	return streamplan.IsRepartitionTopic(s.cfg.AppID, "", topic)
 }
 
 // outputStart is where a new stream's output begins in its topic (the
@@ -245,7 +246,7 @@ func (s *Server) hopReaders(hop, name string) []string {
 		}
 		switch {
 		case r.plan == nil:
-			if rel, ok := s.cat.Relation(r.def.Input); ok && strings.HasPrefix(hop, "turbine-"+s.cfg.AppID+"-rep-"+rel.Topic+"-by-") {
+			if rel, ok := s.cat.Relation(r.def.Input); ok && streamplan.IsRepartitionTopic(s.cfg.AppID, rel.Topic, hop) {
 				out = append(out, other)
 			}
 		case r.plan.Strategy == planner.StrategyRepartition && s.hopTopic(r.def, r.plan) == hop:

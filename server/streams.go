@@ -15,9 +15,9 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/planner"
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -170,7 +170,7 @@ func (s *Server) sizedLike(ctx context.Context, topic string) map[string]*string
 // stage's consumer group and p (turbine-{app}-{stream}-p for a stream's
 // final stage; the hop's topic, or the combine's, for theirs).
 func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) error {
-	topic := "turbine-" + s.cfg.AppID + "-progress"
+	topic := streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicProgress, App: s.cfg.AppID})
 	if !s.progressReady.Load() {
 		if err := s.kafka.EnsureCompacted(ctx, topic, 1); err != nil {
 			return fmt.Errorf("progress topic %s: %w", topic, err)
@@ -258,18 +258,16 @@ func (s *Server) awaitJoins(ctx context.Context) {
 }
 
 // changelogTopic names the changelog of the stage whose consumer group is
-// group: turbine-{app}-{stream}-changelog for a stream's last stage,
-// {combine topic}-changelog for its pre-aggregation, {hop topic}-changelog
-// for a repartition hop.
-func changelogTopic(group string) string { return group + "-changelog" }
+// group (streamplan.ChangelogTopic).
+func changelogTopic(group string) string { return streamplan.ChangelogTopic(group) }
 
 // groupName is the consumer group of a stream's final stage.
-func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
+func (s *Server) groupName(stream string) string { return streamplan.StageGroup(s.cfg.AppID, stream) }
 
 // combineTopic names a combine hop's internal topic (and its partial
 // stage's consumer group).
 func combineTopic(app, topic, windowName string) string {
-	return "turbine-" + app + "-cmb-" + topic + "-" + windowName
+	return streamplan.CombineTopic(app, topic, windowName)
 }
 
 func (s *Server) deps() dataflow.Deps {
@@ -549,7 +547,7 @@ func (s *Server) hopTopic(def *catalog.Stream, p *planner.Plan) string {
 	if def != nil && def.Hop != "" {
 		return def.Hop
 	}
-	return shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+	return streamplan.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
 }
 
 // hopGeneration is the hop generation a repartition stream being created
@@ -559,7 +557,7 @@ func (s *Server) hopTopic(def *catalog.Stream, p *planner.Plan) string {
 // record and the statement fails, asking to run it again. A stream from
 // the catalog takes the generation its record names.
 func (s *Server) hopGeneration(name string, p *planner.Plan, persist bool) string {
-	base := shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+	base := streamplan.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
 	l := s.cf.ledger
@@ -573,7 +571,7 @@ func (s *Server) hopGeneration(name string, p *planner.Plan, persist bool) strin
 		return base
 	}
 	for n := 1; ; n++ {
-		if t := shuffle.HopGeneration(base, n); !isSealed(l, t) {
+		if t := streamplan.HopGeneration(base, n); !isSealed(l, t) {
 			return t
 		}
 	}
