@@ -86,7 +86,7 @@ func (s *Server) settleOutputs(ctx context.Context) {
 	s.mu.Lock()
 	var topics []string
 	for _, r := range s.streams {
-		if r.def != nil && r.final != nil && r.def.Options.Guarantee == "exactly_once" && !slices.Contains(topics, r.def.Topic) {
+		if r.def != nil && r.final != nil && r.def.Options.Guarantee == streamplan.ExactlyOnce && !slices.Contains(topics, r.def.Topic) {
 			topics = append(topics, r.def.Topic)
 		}
 	}

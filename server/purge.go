@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/purge"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // Consumed records of the hop topics are purged (package purge) to the
@@ -130,7 +131,7 @@ func (s *Server) hopView() hopView {
 	runningStreams := map[string]local{}
 	for name, r := range s.streams {
 		l := local{plan: r.plan}
-		if r.plan != nil && r.plan.Strategy == planner.StrategyRepartition {
+		if r.plan != nil && r.plan.Strategy == streamplan.StrategyRepartition {
 			l.hop = s.hopTopic(r.def, r.plan)
 		}
 		runningStreams[name] = l
@@ -157,7 +158,7 @@ func (s *Server) hopView() hopView {
 			v.gens[e.Hop] = append(v.gens[e.Hop], s.groupName(e.Name))
 		case !ok || l.plan == nil:
 			v.unknown = true
-		case l.plan.Strategy == planner.StrategyCombine:
+		case l.plan.Strategy == streamplan.StrategyCombine:
 			v.combine = append(v.combine, purge.Target{Topic: combineTopic(s.cfg.AppID, l.plan.Input.Topic, e.Name), Readers: []string{s.groupName(e.Name)}})
 		case l.hop != "":
 			// Recorded before hops had generations: it reads the first.

@@ -531,7 +531,7 @@ func (s *Server) Close() {
 // seedDeadLetters records which records of src its dead-letter topic
 // already holds, so no stage writes them again after a restart.
 func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
-	if src.OnError != "dlq" {
+	if src.OnError != streamplan.OnErrorDLQ {
 		return
 	}
 	err := s.kafka.ReadTail(ctx, src.DLQTopic, nil, dataflow.DeadLettersKept, func(r *kafkaio.Record) error {

@@ -67,11 +67,11 @@ func (s *Server) makeStreamTopics(ctx context.Context, def *catalog.Stream, p *p
 		}
 	}
 	switch p.Strategy {
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		if err := ensure(combineTopic(s.cfg.AppID, p.Input.Topic, def.Name), spec.nCmb, nil); err != nil {
 			return made, err
 		}
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		if topic := s.hopTopic(def, p); s.hops[topic] == nil {
 			if err := ensure(topic, spec.nRep, s.sizedLike(ctx, p.Input.Topic)); err != nil {
 				return made, err
@@ -221,11 +221,11 @@ func (s *Server) streamTopics(def *catalog.Stream, p *planner.Plan) (topics, hop
 	} else if rel, ok := s.cat.Relation(def.Input); ok {
 		inputTopic = rel.Topic
 	}
-	if inputTopic != "" && (p == nil || p.Strategy == planner.StrategyCombine) {
+	if inputTopic != "" && (p == nil || p.Strategy == streamplan.StrategyCombine) {
 		// Deleting one that does not exist is no error.
 		topics = append(topics, combineTopic(s.cfg.AppID, inputTopic, def.Name))
 	}
-	if p != nil && p.Strategy == planner.StrategyRepartition {
+	if p != nil && p.Strategy == streamplan.StrategyRepartition {
 		hop := s.hopTopic(def, p)
 		if len(s.hopReaders(hop, def.Name)) == 0 {
 			topics = append(topics, hop, changelogTopic(hop))
@@ -249,7 +249,7 @@ func (s *Server) hopReaders(hop, name string) []string {
 			if rel, ok := s.cat.Relation(r.def.Input); ok && streamplan.IsRepartitionTopic(s.cfg.AppID, rel.Topic, hop) {
 				out = append(out, other)
 			}
-		case r.plan.Strategy == planner.StrategyRepartition && s.hopTopic(r.def, r.plan) == hop:
+		case r.plan.Strategy == streamplan.StrategyRepartition && s.hopTopic(r.def, r.plan) == hop:
 			out = append(out, other)
 		}
 	}

@@ -134,11 +134,11 @@ func (s *Server) idleStream(def *catalog.Stream, p *planner.Plan, spec streamSpe
 		return r
 	}
 	switch p.Strategy {
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		r.stats.Track(def.Name, spec.nRep, s.store)
 		r.hopStats = &dataflow.Stats{}
 		r.hopStats.Track("__hop/"+s.hopTopic(def, p), spec.nIn, s.store)
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		r.stats.Track(def.Name, spec.nCmb, s.store)
 		r.stats.Track("__cmb/"+combineTopic(s.cfg.AppID, p.Input.Topic, def.Name), spec.nIn, s.store)
 	default:
@@ -340,7 +340,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	if late := def.Options.LateDataTopic; late != "" {
 		final.Writes = append(final.Writes, late)
 	}
-	eos := def.Options.Guarantee == "exactly_once"
+	eos := def.Options.Guarantee == streamplan.ExactlyOnce
 	if eos {
 		if err := s.exactlyOnce(ctx, &final); err != nil {
 			return nil, err
@@ -352,7 +352,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if p.Aggregate {
 			out = append(out, &dataflow.HashAgg{Plan: p, LatenessMs: def.Options.AllowedLatenessMs, LateDataTopic: def.Options.LateDataTopic,
 				EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, DLQ: s.dlqPartitions,
-				Merge: p.Strategy == planner.StrategyCombine, Cache: s.cache,
+				Merge: p.Strategy == streamplan.StrategyCombine, Cache: s.cache,
 				StateTTL: time.Duration(def.Options.StateTTLMs) * time.Millisecond})
 			// An upsert stream keyed by its group key deletes a group that
 			// stops satisfying HAVING (with message_key, records of several
@@ -363,7 +363,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
 		}
 		sink := &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey,
-			OnError: "fail", DLQ: s.dlqPartitions, MaxBytes: maxOut}
+			OnError: streamplan.OnErrorFail, DLQ: s.dlqPartitions, MaxBytes: maxOut}
 		if src := p.Input.Source; src != nil {
 			sink.OnError, sink.DLQTopic = src.OnError, src.DLQTopic
 		}
@@ -377,7 +377,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		timeIdx = p.Window.TimeIdx
 	}
 	switch p.Strategy {
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		h, err := s.hopFor(ctx, s.hopTopic(def, p), p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
 		if err != nil {
 			return nil, err
@@ -390,7 +390,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions,
 					Letters: s.letters, FromHop: true, TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
 		pre := dataflow.StageConfig{
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,

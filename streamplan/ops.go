@@ -57,12 +57,15 @@ type DecodeSpec struct {
 	// PartitionKey is the column the relation's records are placed by
 	// ("": not declared).
 	PartitionKey string
-	// EventTime is the event-time column's index (-1: none); Watermark
-	// trails the maximum seen by WatermarkDelayMs. KafkaTimestamp: the
-	// column is each record's Kafka timestamp, not a field.
+	// EventTime is the index of the column the stage takes event time
+	// from (-1: none): the WATERMARK's column, or the window's time
+	// column. WatermarkColumn is the relation's WATERMARK column ("":
+	// none), the watermark trailing its maximum by WatermarkDelayMs.
+	// KafkaTimestamp: the column is each record's Kafka timestamp, not a
+	// field.
 	EventTime        int
 	EventTimeColumn  string
-	Watermark        bool // the relation declares a WATERMARK
+	WatermarkColumn  string
 	WatermarkDelayMs int64
 	KafkaTimestamp   bool
 	IdleTimeoutMs    int64
@@ -74,6 +77,11 @@ type DecodeSpec struct {
 	// FromExchange: the records come through a repartition hop (original
 	// bytes, with the hop's markers between them).
 	FromExchange bool
+	// Misplaced, when set, says how it is known that the relation's
+	// records do not sit where murmur2 on PartitionKey puts them (a
+	// stream's placement check saw it): EXPLAIN says whether the plan
+	// relies on their placement.
+	Misplaced string
 	// NeedsSeq: each row carries its input position after its columns
 	// (order-sensitive aggregates).
 	NeedsSeq bool
@@ -100,7 +108,9 @@ const (
 	FilterHaving                       // over the aggregated rows
 )
 
-// FilterSpec keeps the rows for which Predicate is true.
+// FilterSpec keeps the rows for which Predicate is true. A WHERE right
+// before an aggregating spec may be applied by the aggregation itself (it
+// selects the rows it folds in), as the runtime's aggregator does.
 type FilterSpec struct {
 	Role      FilterRole
 	Predicate exec.Expr
@@ -124,9 +134,6 @@ func (*ProjectSpec) Kind() OpKind { return OpProject }
 // Aggregation is what the three aggregating specs share: the grouping,
 // the window and the aggregates.
 type Aggregation struct {
-	// Filter is the WHERE, applied to input rows before they are
-	// aggregated (nil: all rows).
-	Filter   exec.Expr
 	Keys     []exec.Expr // over the input
 	KeyNames []string
 	// PartitionKey is the index in Keys of the key the stage's input is
