@@ -324,6 +324,12 @@ func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
 // startStream starts the stages of a stream.
 func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
 	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
+	// The stream graph says what the stages are, what they write under
+	// which guarantee and through which internal topics; the operators are
+	// still built from the plan here (dataflow's builders are the next
+	// step).
+	g := planner.BuildGraph(def, p, s.cfg.AppID)
+	final0 := g.Final()
 	tsIdx, delay, idle := inputTime(p)
 	maxOut, err := s.kafka.MaxMessageBytes(ctx, def.Topic)
 	if err != nil {
@@ -331,7 +337,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		maxOut = 0
 	}
 	final := dataflow.StageConfig{
-		Name: def.Name, State: def.Name, Group: s.groupName(def.Name),
+		Name: def.Name, State: def.Name, Group: final0.Group,
 		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval, Reports: true,
 		OnResize: func() { s.restartAfterResize(def.Name) },
@@ -340,7 +346,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	if late := def.Options.LateDataTopic; late != "" {
 		final.Writes = append(final.Writes, late)
 	}
-	eos := def.Options.Guarantee == streamplan.ExactlyOnce
+	eos := g.Guarantee == streamplan.ExactlyOnce
 	if eos {
 		if err := s.exactlyOnce(ctx, &final); err != nil {
 			return nil, err
@@ -362,12 +368,9 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		} else {
 			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
 		}
-		sink := &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey,
-			OnError: streamplan.OnErrorFail, DLQ: s.dlqPartitions, MaxBytes: maxOut}
-		if src := p.Input.Source; src != nil {
-			sink.OnError, sink.DLQTopic = src.OnError, src.DLQTopic
-		}
-		return append(out, sink)
+		spec := g.Sink()
+		return append(out, &dataflow.Sink{Topic: spec.Topic, Partitions: r.spec.outN, Schema: spec.Output, MessageKey: spec.MessageKey,
+			OnError: spec.OnError, DLQTopic: spec.DLQTopic, DLQ: s.dlqPartitions, MaxBytes: maxOut})
 	}
 	// A row of a source without an event time has no window: the source's
 	// on_error handles it (a stream's output keeps counting it as late).
@@ -391,7 +394,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 					Letters: s.letters, FromHop: true, TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
 	case streamplan.StrategyCombine:
-		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
+		topic := g.Exchange(streamplan.ExchangeCombine).Topic
 		pre := dataflow.StageConfig{
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,
 			Topic: p.Input.Topic, From: p.Input.From, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
