@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -47,7 +48,7 @@ type Source struct {
 	Partitions    int // declared count; 0 when not given
 	PartitionKey  string
 	PartitionHash string
-	OnError       string // fail, skip, dlq
+	OnError       streamplan.OnError
 	DLQTopic      string
 	Watermark     *Watermark
 	// IdleTimeoutMs: a partition with nothing new to read for this long
@@ -69,6 +70,9 @@ func (s *Source) NotNullTime() int {
 	}
 	return s.Schema.Index(s.Watermark.Column)
 }
+
+// DefaultIdleTimeoutMs is a source's idle_timeout when it sets none.
+const DefaultIdleTimeoutMs = 5000
 
 // Watermark says which column is event time and how far behind the maximum
 // seen the watermark trails.
@@ -109,10 +113,11 @@ type Stream struct {
 	// upsert stream, when the select list outputs every key unchanged;
 	// DESCRIBE, \d and the pg_catalog show it as the primary key.
 	PrimaryKey []string
-	// Planned is the strategy the cost rule chose at CREATE (empty: the
-	// strategy option decides). The catalog record carries it, so that
-	// every node plans the stream the same way.
-	Planned string `json:",omitempty"`
+	// Planned is the strategy the cost rule chose at CREATE
+	// (StrategyAuto: the strategy option decides). The catalog record
+	// carries it (its SQL spelling, Strategy.Recorded), so that every node
+	// plans the stream the same way.
+	Planned streamplan.Strategy `json:",omitempty"`
 	// Hop is the repartition topic (the hop's generation) the stream
 	// reads, as its catalog record says (empty: not a repartition stream,
 	// or one created before hops had generations, which reads the first).
@@ -137,8 +142,8 @@ type Stream struct {
 
 // StreamOptions are the typed WITH options of a stream.
 type StreamOptions struct {
-	Strategy   string // auto, local, repartition, combine
-	Guarantee  string // at_least_once, exactly_once
+	Strategy   streamplan.Strategy // what the strategy option asks for
+	Guarantee  streamplan.Guarantee
 	MessageKey string
 	// AllowedLatenessMs keeps a window open this long past the watermark.
 	AllowedLatenessMs int64
@@ -151,6 +156,11 @@ type StreamOptions struct {
 	// StateTTLMs: an upsert stream forgets a group not updated for this
 	// long (processing time), writing a tombstone for its key; 0: never.
 	StateTTLMs int64 `json:",omitempty"`
+	// RepartitionPartitions and CombinePartitions are the declared
+	// partition counts of the stream's internal topic (0: as many as its
+	// input topic has).
+	RepartitionPartitions int `json:",omitempty"`
+	CombinePartitions     int `json:",omitempty"`
 }
 
 // Relation is what a query can read: a source or a stream's output.
@@ -215,9 +225,9 @@ type Change struct {
 	// that relation loses to the stream's create.
 	Reads string
 	// Planned is the hop strategy the cost rule chose when the stream was
-	// created, so every node runs the same plan (empty: its options
-	// decide).
-	Planned string
+	// created, so every node runs the same plan (StrategyAuto: its options
+	// decide). The record carries its SQL spelling.
+	Planned streamplan.Strategy
 	// Hop is the repartition topic generation a stream reads (empty: not
 	// a repartition stream).
 	Hop string

@@ -3,6 +3,8 @@ package catalog
 import (
 	"fmt"
 	"sort"
+
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // Every node of an app writes DDL to one catalog log and follows it. Two
@@ -32,14 +34,15 @@ type Record struct {
 
 // Entry is a live object as the log says it is.
 type Entry struct {
-	Kind           Kind
-	Name, SQL      string
-	Reads, Planned string
-	Hop            string
-	Start          Offsets // a stream's output start
-	KeyedPanes     bool    // Change.KeyedPanes
-	Node, Stmt     string
-	Offset         int64
+	Kind       Kind
+	Name, SQL  string
+	Reads      string
+	Planned    streamplan.Strategy
+	Hop        string
+	Start      Offsets // a stream's output start
+	KeyedPanes bool    // Change.KeyedPanes
+	Node, Stmt string
+	Offset     int64
 }
 
 // ErrLostRace is the error of a statement whose record another node's

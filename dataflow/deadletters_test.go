@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // TestDeadLettersClaimEachOffset: a claim is per record, whatever order
@@ -72,7 +73,7 @@ func TestDeadLettersEveryOrder(t *testing.T) {
 		for _, stages := range permutations([]string{"windowed", "stateless", "hop"}) {
 			t.Run(fmt.Sprint(order, stages), func(t *testing.T) {
 				src := *evSource
-				src.OnError, src.DLQTopic = "dlq", "ev.dlq"
+				src.OnError, src.DLQTopic = streamplan.OnErrorDLQ, "ev.dlq"
 				rel := evRelation(&src)
 				var recs []*kafkaio.Record
 				want := map[int64]string{} // offset → kind

@@ -781,7 +781,7 @@ func TestHopSlicesShareTheRunBound(t *testing.T) {
 		h := &HashAgg{Plan: planOf(t, q, "auto"), Cache: NewCacheBudget(1)}
 		r := newRig(t, nil, 0, 1, h)
 		if got := h.cache.pending.WindowRuns(); got != want {
-			t.Errorf("%s: a slice takes up to %d runs, want %d", h.Plan.Window.Kind, got, want)
+			t.Errorf("%s: a slice takes up to %d runs, want %d", h.Plan.Window.Kind(), got, want)
 		}
 		for _, op := range r.ops {
 			op.Close()

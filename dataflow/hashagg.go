@@ -117,7 +117,7 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 		}
 	}
 	if cached && !h.eager {
-		if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
+		if h.Plan.Window != nil && h.Plan.Window.Kind() == window.Session {
 			return h.openSessionCache(gs)
 		}
 		return h.openCached(gs)
@@ -465,7 +465,7 @@ func (h *HashAgg) lateWindows(b *exec.Batch, row int) string {
 		return "none (NULL event time)"
 	}
 	spec := h.Plan.Window.Spec
-	if h.Plan.Window.Kind == "SESSION" {
+	if h.Plan.Window.Kind() == window.Session {
 		t := ts.I[row]
 		return "session " + exec.FormatTimestamp(types.MillisTime(t)) + "/" + exec.FormatTimestamp(types.MillisTime(t+spec.Gap))
 	}
@@ -554,7 +554,7 @@ func (h *HashAgg) OnWatermark(_ context.Context, wm Watermark) (*Batch, error) {
 	if h.EmitEvery > 0 && wm.Now.Sub(h.lastEarly) >= h.EmitEvery {
 		h.lastEarly = wm.Now
 		windows, rows := h.agg.OpenWindows(h.wm, h.hasWM), h.agg.WindowRows
-		if h.Plan.Window.Kind == "SESSION" {
+		if h.Plan.Window.Kind() == window.Session {
 			windows = []int64{sessionPanes}
 			rows = func(int64) (exec.Chunks, bool, error) { return h.agg.OpenSessionChunks(h.wm, h.hasWM) }
 		}
@@ -707,7 +707,7 @@ func (h *HashAgg) commitCached(c *Commit) error {
 	if err := h.drain(); err != nil {
 		return err
 	}
-	if h.Plan.Window != nil && h.Plan.Window.Kind == "SESSION" {
+	if h.Plan.Window != nil && h.Plan.Window.Kind() == window.Session {
 		return h.commitSessions(c)
 	}
 	if h.Plan.Window != nil {

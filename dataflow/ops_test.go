@@ -20,6 +20,7 @@ import (
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -142,7 +143,7 @@ func (r *rig) commit(next int64) *Commit {
 	return c
 }
 
-var evSource = &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: "fail",
+var evSource = &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: streamplan.OnErrorFail,
 	Schema:    types.Schema{{Name: "k", Type: types.Text}, {Name: "u", Type: types.Text}, {Name: "v", Type: types.Int}, {Name: "ts", Type: types.Timestamp}},
 	Watermark: &catalog.Watermark{Column: "ts"}}
 
@@ -162,7 +163,13 @@ func planOf(t *testing.T, text, strategy string) *planner.Plan {
 		t.Fatal(err)
 	}
 	cs := stmt.(*sql.CreateStream)
-	p, err := planner.BuildStream(resolver{"ev": evRelation(evSource)}, cs.Query, text, strategy)
+	requested := streamplan.StrategyAuto
+	if strategy != "" {
+		if requested, err = streamplan.ParseStrategy(strategy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := planner.BuildStream(resolver{"ev": evRelation(evSource)}, cs.Query, text, requested)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +225,7 @@ func TestSourceOnError(t *testing.T) {
 	bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
 	for _, policy := range []string{"fail", "skip", "dlq"} {
 		src := *evSource
-		src.OnError, src.DLQTopic = policy, "ev.dlq"
+		src.OnError, src.DLQTopic = onErrorOf(t, policy), "ev.dlq"
 		op := &Source{Input: evRelation(&src), TimeIdx: 3, CountIn: true, DLQ: func(context.Context, string) int { return 1 }}
 		r := newRig(t, nil, 0, 1, op)
 		recs := append(ev(0, 0, "a,x,1,5", "b,y,2,7"), bad)
@@ -596,7 +603,7 @@ func TestSourceNullEventTime(t *testing.T) {
 	noTS := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "b", "u": "y", "v": 4}`)}
 	for _, policy := range []string{"fail", "skip", "dlq"} {
 		src := *evSource
-		src.OnError, src.DLQTopic = policy, "ev.dlq"
+		src.OnError, src.DLQTopic = onErrorOf(t, policy), "ev.dlq"
 		op := &Source{Input: evRelation(&src), TimeIdx: 3, NeedsSeq: true, CountIn: true, TimeRequired: true, TimeRequiredIdx: 3,
 			DLQ: func(context.Context, string) int { return 1 }}
 		r := newRig(t, nil, 0, 1, op)
@@ -641,7 +648,7 @@ func TestSourceNullEventTime(t *testing.T) {
 func TestPartialAggHopShipsSlices(t *testing.T) {
 	p := planOf(t, `CREATE STREAM s AS SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
 		FROM ev GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND)`, "auto")
-	if p.Strategy != "combine" || p.Rule != "KeylessCombine" {
+	if p.Strategy != streamplan.StrategyCombine || p.Rule != "KeylessCombine" {
 		t.Fatalf("plan %s (%s), want a keyless combine", p.Strategy, p.Rule)
 	}
 	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
@@ -693,7 +700,7 @@ func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
 		t.Run(fmt.Sprint("exactly_once=", exactlyOnce), func(t *testing.T) {
 			bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
 			src := *evSource
-			src.OnError, src.DLQTopic = "dlq", "ev.dlq"
+			src.OnError, src.DLQTopic = streamplan.OnErrorDLQ, "ev.dlq"
 			letters := NewDeadLetters()
 			run := func() (*Source, *rig) {
 				op := &Source{Input: evRelation(&src), TimeIdx: 3, DLQ: func(context.Context, string) int { return 1 }, Letters: letters}
@@ -813,4 +820,14 @@ func TestMergeWaitsForIdleSourceWithoutTime(t *testing.T) {
 	if late := testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s")); late != 0 {
 		t.Fatalf("%v partials dropped at the merge", late)
 	}
+}
+
+// onErrorOf reads an on_error policy's SQL spelling.
+func onErrorOf(t *testing.T, s string) streamplan.OnError {
+	t.Helper()
+	o, err := streamplan.ParseOnError(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

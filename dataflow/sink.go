@@ -10,6 +10,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -37,9 +38,9 @@ type Sink struct {
 	Partitions int
 	Schema     types.Schema
 	MessageKey string
-	// OnError and DLQTopic are the input source's ("fail" for a stream's
+	// OnError and DLQTopic are the input source's (fail for a stream's
 	// output); DLQ knows the dead-letter topic's partition count.
-	OnError  string
+	OnError  streamplan.OnError
 	DLQTopic string
 	DLQ      func(ctx context.Context, topic string) int
 	// MaxBytes is the output topic's max.message.bytes (0: unknown): a
@@ -60,8 +61,8 @@ func (s *Sink) Open(_ context.Context, env *Env) error {
 	s.env = env
 	s.stream = []byte(env.Name)
 	s.out = env.Metrics.RecordsOut.WithLabelValues(env.Name)
-	if s.OnError == "skip" || s.OnError == "dlq" {
-		env.Metrics.DecodeErrors.WithLabelValues(env.Name, s.OnError) // oversized rows, at 0 from the start
+	if s.OnError.Tolerant() {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, s.OnError.String()) // oversized rows, at 0 from the start
 	}
 	s.mk = -1
 	if s.MessageKey != "" {
@@ -108,7 +109,7 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 			s.rr++
 		}
 		if size := len(rec.Key) + len(rec.Value) + headerBytes(rec.Headers) + recordOverhead; s.MaxBytes > 0 && size > s.MaxBytes {
-			if s.OnError != "skip" && s.OnError != "dlq" {
+			if !s.OnError.Tolerant() {
 				return nil, fmt.Errorf("output record of %d bytes is larger than topic %s accepts (max.message.bytes %d): set on_error = 'skip' or 'dlq' on the source to pass over such rows",
 					size, s.Topic, s.MaxBytes)
 			}
@@ -116,8 +117,8 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 			s.tooLarge(ctx, rec)
 			continue
 		}
-		switch s.OnError {
-		case "skip", "dlq":
+		switch {
+		case s.OnError.Tolerant():
 			s.env.Out.ProduceOr(ctx, rec, func(r *kafkaio.Record) { s.tooLarge(ctx, r) })
 		default:
 			s.env.Out.Produce(ctx, rec)
@@ -137,10 +138,10 @@ func (s *Sink) Process(ctx context.Context, b *Batch) (*Batch, error) {
 func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
 	env := s.env
 	size := len(r.Key) + len(r.Value)
-	env.Log.Warn("output record larger than its topic accepts", "topic", r.Topic, "bytes", size, "on_error", s.OnError)
+	env.Log.Warn("output record larger than its topic accepts", "topic", r.Topic, "bytes", size, "on_error", s.OnError.String())
 	env.Counts.Out.Add(-1) // counted when sent; it was not written
-	if s.OnError == "skip" {
-		env.Metrics.DecodeErrors.WithLabelValues(env.Name, "skip").Inc()
+	if s.OnError == streamplan.OnErrorSkip {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, streamplan.OnErrorSkip.String()).Inc()
 		env.Counts.Skipped.Add(1)
 		return
 	}
@@ -152,7 +153,7 @@ func (s *Sink) tooLarge(ctx context.Context, r *kafkaio.Record) {
 			{Key: "turbine.output.topic", Value: []byte(r.Topic)},
 		}}
 	env.Out.ProduceOr(ctx, dl, func(d *kafkaio.Record) { env.Out.Produce(ctx, Truncated(d)) })
-	env.Metrics.DecodeErrors.WithLabelValues(env.Name, "dlq").Inc()
+	env.Metrics.DecodeErrors.WithLabelValues(env.Name, streamplan.OnErrorDLQ.String()).Inc()
 	env.Counts.DLQ.Add(1)
 }
 

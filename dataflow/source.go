@@ -11,6 +11,7 @@ import (
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -72,10 +73,10 @@ func (s *Source) Open(_ context.Context, env *Env) error {
 	s.countsIn = env.Metrics.RecordsIn.WithLabelValues(env.Name, strconv.Itoa(int(env.Partition)))
 	// The series onError counts into, at 0 from the start (a dashboard
 	// sees them before the first bad record).
-	if src := s.Input.Source; src != nil && (src.OnError == "skip" || src.OnError == "dlq") {
-		env.Metrics.DecodeErrors.WithLabelValues(env.Name, src.OnError)
+	if src := s.Input.Source; src != nil && src.OnError.Tolerant() {
+		env.Metrics.DecodeErrors.WithLabelValues(env.Name, src.OnError.String())
 		if s.TimeRequired {
-			env.Metrics.NullEventTime.WithLabelValues(env.Name, src.OnError)
+			env.Metrics.NullEventTime.WithLabelValues(env.Name, src.OnError.String())
 		}
 	}
 	return nil
@@ -199,7 +200,7 @@ func inOrder(undecodable, noTime []exec.DecodeError) []badRecord {
 // did not use because they belong in the dead-letter topic, whichever
 // stage reading the source wrote them there (once: Letters).
 func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badRecord) error {
-	policy, dlq := "fail", ""
+	policy, dlq := streamplan.OnErrorFail, ""
 	if src := s.Input.Source; src != nil {
 		policy, dlq = src.OnError, src.DLQTopic
 	}
@@ -210,11 +211,11 @@ func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badR
 		if env.Reread(recs[br.Index].Offset) {
 			return false
 		}
-		br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy).Inc()
+		br.kind.counter(env.Metrics).WithLabelValues(env.Name, policy.String()).Inc()
 		return true
 	}
 	switch policy {
-	case "skip":
+	case streamplan.OnErrorSkip:
 		for _, br := range bad {
 			if count(br) {
 				env.Counts.Skipped.Add(1)
@@ -223,7 +224,7 @@ func (s *Source) onError(ctx context.Context, recs []*kafkaio.Record, bad []badR
 			env.Log.Warn("skipped "+br.kind.what(), "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "err", br.Err)
 		}
 		return nil
-	case "dlq":
+	case streamplan.OnErrorDLQ:
 		n := int32(s.DLQ(ctx, dlq))
 		for _, br := range bad {
 			if count(br) {

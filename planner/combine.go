@@ -7,11 +7,8 @@ import (
 
 	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
-
-// StrategyCombine pre-aggregates on each source partition and merges the
-// partial accumulators behind an internal topic.
-const StrategyCombine = "combine"
 
 // chooseCombine plans a combine hop (strategy = 'combine'): every source
 // partition folds its rows into per-(window, key) partial accumulators and
@@ -24,7 +21,7 @@ func chooseCombine(p *Plan) error {
 	if err := combinable(p); err != nil {
 		return err
 	}
-	p.Strategy, p.Rule = StrategyCombine, "StrategyOption"
+	p.Strategy, p.Rule = streamplan.StrategyCombine, "StrategyOption"
 	p.Reason = fmt.Sprintf("strategy = 'combine' was requested: each partition of %s ships partial [%s] per (window, key)", p.Input.Name, strings.Join(aggTexts(p), ", "))
 	return nil
 }
@@ -38,8 +35,8 @@ func combinable(p *Plan) error {
 		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs one TUMBLE or HOP window in GROUP BY").
 			WithHint("a GROUP BY without a window can use strategy 'repartition'")
 	}
-	if p.Window.Kind != "TUMBLE" && p.Window.Kind != "HOP" {
-		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs a TUMBLE or HOP window; %s windows are not combinable", p.Window.Kind).
+	if k := p.Window.Kind(); k != streamplan.Tumble && k != streamplan.Hop {
+		return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' needs a TUMBLE or HOP window; %s windows are not combinable", k).
 			WithHint("use strategy 'repartition' for SESSION windows")
 	}
 	for _, c := range p.Aggs {
@@ -67,14 +64,14 @@ func aggTexts(p *Plan) []string {
 //
 //	SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE), COUNT(*) FROM src GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)
 //	=> each partition of src ships one partial per window; one merge partition
-func chooseKeylessCombine(p *Plan, requested string) error {
+func chooseKeylessCombine(p *Plan, requested streamplan.Strategy) error {
 	switch requested {
-	case "", "auto", StrategyCombine:
-	case StrategyLocal:
+	case streamplan.StrategyAuto, streamplan.StrategyCombine:
+	case streamplan.StrategyLocal:
 		return sql.Errorf(sql.CodeNotSupported, "strategy 'local' needs a GROUP BY key: without one, a window's rows span every partition of %s", p.Input.Name).
 			WithHint("drop the strategy option: a keyless window is planned as a combine")
 	default:
-		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
+		return UnknownStrategy(requested.String())
 	}
 	if p.Window == nil {
 		return sql.Errorf(sql.CodeNotSupported, "a continuous aggregation needs a GROUP BY: a window such as TUMBLE(ts, INTERVAL '1' MINUTE), keys, or both")
@@ -85,16 +82,16 @@ func chooseKeylessCombine(p *Plan, requested string) error {
 			// The combine's own hint (use repartition) cannot apply: there
 			// is no key to re-key by.
 			hint := "add a GROUP BY key"
-			if p.Window.Kind == "SESSION" {
+			if p.Window.Kind() == streamplan.Session {
 				hint = "a SESSION window needs a GROUP BY key (sessions of one key)"
 			}
 			return &sql.Error{Code: e.Code, Message: "a window without a GROUP BY key is planned as a combine: " + e.Message, HintMsg: hint, Err: err}
 		}
 		return err
 	}
-	p.Strategy, p.Rule = StrategyCombine, "KeylessCombine"
+	p.Strategy, p.Rule = streamplan.StrategyCombine, "KeylessCombine"
 	unit := "window"
-	if p.Window.Kind == "HOP" {
+	if p.Window.Kind() == streamplan.Hop {
 		unit = "slice"
 	}
 	p.Reason = fmt.Sprintf("no GROUP BY key: each partition of %s ships partial [%s] per %s to one merge partition", p.Input.Name, strings.Join(aggTexts(p), ", "), unit)

@@ -1,27 +1,14 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
 
-// Estimate is what the cost rule compares: what each hop would move
-// through the broker for a sample of the source, measured by running both
-// on it (the caller does; the planner does not read Kafka).
-type Estimate struct {
-	SampleRows int64 // rows decoded from the sample (the last records of each partition)
-	Partitions int   // source partitions sampled
-	Windows    int64 // distinct (partition, window) pairs in the sample
-	// KeysPerWindowPartition: distinct group keys per window per source
-	// partition, the number of partials combine ships for each.
-	KeysPerWindowPartition float64
-	RowsPerWindow          float64 // rows per window, all partitions together
-	RepartitionRecords     int64   // records the repartition hop would re-emit
-	RepartitionBytes       int64
-	CombineRecords         int64 // partials the combine hop would ship
-	CombineBytes           int64
-	EventsPerSecond        float64 // rate of the sample in event time (0: unknown)
-	// SourceStats describes the statistics kept for the source (its rate
-	// and the grouping column's cardinality), for EXPLAIN.
-	SourceStats string
-}
+	"github.com/turbinesql/turbinesql/streamplan"
+)
+
+// Estimate is what the cost rule compares (the stream graph's: EXPLAIN
+// prints it from there).
+type Estimate = streamplan.Estimate
 
 // ChooseByCost is the cost rule between the two hops when strategy is auto
 // and both apply: combine when its partials are fewer bytes than the rows
@@ -34,12 +21,12 @@ func ChooseByCost(p *Plan, e *Estimate) {
 	}
 	p.Estimate = e
 	if e == nil || e.SampleRows == 0 {
-		p.Strategy, p.Rule = StrategyCombine, "CostModel"
+		p.Strategy, p.Rule = streamplan.StrategyCombine, "CostModel"
 		p.Reason = fmt.Sprintf("no rows in %s to sample: combine ships at most one partial per key, window and partition, never more records than repartition", p.Input.Name)
 		return
 	}
 	if e.CombineBytes < e.RepartitionBytes {
-		p.Strategy, p.Rule = StrategyCombine, "CostModel"
+		p.Strategy, p.Rule = streamplan.StrategyCombine, "CostModel"
 		p.Reason = fmt.Sprintf("combine would ship %d bytes in %d partials against %d bytes in %d rows for repartition (%.1fx fewer bytes)",
 			e.CombineBytes, e.CombineRecords, e.RepartitionBytes, e.RepartitionRecords, float64(e.RepartitionBytes)/float64(max(e.CombineBytes, 1)))
 		return
@@ -57,8 +44,8 @@ func ChooseByCost(p *Plan, e *Estimate) {
 // where its records are is the MisplacedInput rule's choice: the input
 // was misplaced when the stream was created, and its state lives behind
 // the hop.
-func UseRecorded(p *Plan, strategy string) {
-	if strategy == StrategyRepartition && p.Strategy == StrategyLocal && p.PartitionKey >= 0 {
+func UseRecorded(p *Plan, strategy streamplan.Strategy) {
+	if strategy == streamplan.StrategyRepartition && p.Strategy == streamplan.StrategyLocal && p.PartitionKey >= 0 {
 		if rekeyMisplaced(p, "") {
 			p.Reason = fmt.Sprintf("repartition by %s, as the MisplacedInput rule chose when the stream was created: the records of %s were not placed by murmur2 on %s",
 				p.RepartitionBy, p.Input.Name, p.Input.PartitionKey)
@@ -68,8 +55,8 @@ func UseRecorded(p *Plan, strategy string) {
 	if !p.CombineEligible {
 		return
 	}
-	if strategy == StrategyCombine {
-		p.Strategy = StrategyCombine
+	if strategy == streamplan.StrategyCombine {
+		p.Strategy = streamplan.StrategyCombine
 	}
 	p.Rule = "CostModel"
 	p.Reason = fmt.Sprintf("%s, as the cost rule chose when the stream was created", p.Strategy)

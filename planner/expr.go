@@ -1114,16 +1114,16 @@ func (s *scope) windowBound(name string, x *ast.FuncCallExpr) (exec.Expr, error)
 	}
 	w := s.agg.window
 	kind := name[:strings.Index(name, "_")]
-	if kind != w.Kind {
-		return nil, s.errf(sql.CodeGrouping, strings.ToLower(name), "%s does not match the GROUP BY window %s", name, w.Kind)
+	if kind != w.Kind().String() {
+		return nil, s.errf(sql.CodeGrouping, strings.ToLower(name), "%s does not match the GROUP BY window %s", name, w.Kind())
 	}
 	if len(x.Args) < 2 {
-		return nil, s.errf(sql.CodeSyntax, strings.ToLower(name), "%s takes the same arguments as %s in GROUP BY", name, w.Kind)
+		return nil, s.errf(sql.CodeSyntax, strings.ToLower(name), "%s takes the same arguments as %s in GROUP BY", name, w.Kind())
 	}
 	col, ok := x.Args[0].(*ast.ColumnNameExpr)
 	size, err := intArg(innerCall(x.Args[len(x.Args)-1]), 0)
 	if !ok || err != nil || !strings.EqualFold(col.Name.Name.O, w.TimeCol) || size != w.SizeMs {
-		return nil, s.errf(sql.CodeGrouping, strings.ToLower(name), "%s must repeat the arguments of %s(%s, ...) in GROUP BY", name, w.Kind, w.TimeCol)
+		return nil, s.errf(sql.CodeGrouping, strings.ToLower(name), "%s must repeat the arguments of %s(%s, ...) in GROUP BY", name, w.Kind(), w.TimeCol)
 	}
 	idx := len(s.agg.keys)
 	if strings.HasSuffix(name, "_END") {

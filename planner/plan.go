@@ -15,20 +15,26 @@ import (
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 	"github.com/turbinesql/turbinesql/window"
 )
 
 // groupWindow reads TUMBLE(ts, size), HOP(ts, slide, size) or
 // SESSION(ts, gap) in a GROUP BY.
-func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) error {
+func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, name string) error {
+	wk, err := streamplan.ParseWindowKind(name)
+	if err != nil {
+		return err
+	}
+	kind := wk.String()
 	lower := strings.ToLower(kind)
 	pos := sql.FindPos(in.src, lower)
 	if as.window != nil {
 		return sql.Errorf(sql.CodeNotSupported, "only one window per GROUP BY").WithPos(pos)
 	}
-	usage := map[string]string{"TUMBLE": "(time_column, INTERVAL size)", "HOP": "(time_column, INTERVAL slide, INTERVAL size)",
-		"SESSION": "(time_column, INTERVAL gap)"}[kind]
+	usage := map[streamplan.WindowKind]string{streamplan.Tumble: "(time_column, INTERVAL size)", streamplan.Hop: "(time_column, INTERVAL slide, INTERVAL size)",
+		streamplan.Session: "(time_column, INTERVAL gap)"}[wk]
 	want := strings.Count(usage, ",") + 1
 	if len(call.Args) != want {
 		return sql.Errorf(sql.CodeSyntax, "%s takes %s", kind, usage).WithPos(pos)
@@ -56,13 +62,13 @@ func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) 
 		}
 		lens = append(lens, n)
 	}
-	ws := &WindowSpec{Kind: kind, TimeCol: in.input[idx].Name, TimeIdx: idx}
-	switch kind {
-	case "TUMBLE":
+	ws := &WindowSpec{TimeCol: in.input[idx].Name, TimeIdx: idx}
+	switch wk {
+	case streamplan.Tumble:
 		ws.SizeMs, ws.Spec = lens[0], window.Spec{Kind: window.Tumble, Size: lens[0]}
-	case "HOP":
+	case streamplan.Hop:
 		ws.SizeMs, ws.Spec = lens[1], window.Spec{Kind: window.Hop, Slide: lens[0], Size: lens[1]}
-	case "SESSION":
+	case streamplan.Session:
 		ws.SizeMs, ws.Spec = lens[0], window.Spec{Kind: window.Session, Gap: lens[0]}
 	}
 	if err := ws.Spec.Validate(); err != nil {
@@ -72,22 +78,12 @@ func (in *scope) groupWindow(as *aggScope, call *ast.FuncCallExpr, kind string) 
 	return nil
 }
 
-// WindowSpec is the event-time window of a GROUP BY.
-type WindowSpec struct {
-	Kind    string // TUMBLE, HOP, SESSION
-	TimeCol string
-	TimeIdx int   // input column of event time
-	SizeMs  int64 // the window's length; SESSION: the gap
-	Spec    window.Spec
-}
+// WindowSpec is the event-time window of a GROUP BY: the stream
+// graph's, which the aggregating specs carry.
+type WindowSpec = streamplan.Window
 
-// AggCall is one aggregate of the query.
-type AggCall struct {
-	Spec agg.Spec
-	Args []exec.Expr // over the input
-	Type types.Type
-	Text string
-}
+// AggCall is one aggregate of the query (the stream graph's).
+type AggCall = streamplan.AggCall
 
 // OrderKey sorts bounded query results by an output column.
 type OrderKey struct {
@@ -138,15 +134,6 @@ func orderItem(item *ast.ByItem) (ast.ExprNode, OrderKey) {
 	return e, k
 }
 
-// Strategy names for how records move to their group.
-const (
-	StrategyLocal = "local"
-	// StrategyRepartition re-keys the input through an internal topic.
-	StrategyRepartition = "repartition"
-	StrategyStateless   = "stateless"
-	StrategyBounded     = "bounded"
-)
-
 // Plan is a physical plan for a stream or a bounded query.
 type Plan struct {
 	Input  *catalog.Relation
@@ -175,7 +162,7 @@ type Plan struct {
 	// they are cut from result rows after sorting.
 	Hidden int
 
-	Strategy string
+	Strategy streamplan.Strategy
 	Rule     string // the rule that chose Strategy, for EXPLAIN
 	Reason   string
 	// RepartitionBy is the input column a repartition hop re-keys by
@@ -252,7 +239,7 @@ func buildBounded(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	p.Strategy = StrategyBounded
+	p.Strategy = streamplan.StrategyBounded
 	p.Rule = "BoundedRead"
 	p.Reason = "a bounded read of the topic from its start to its end now"
 	if p.From != nil {
@@ -262,7 +249,7 @@ func buildBounded(cat Resolver, stmt *ast.SelectStmt, src string, q *qctx) (*Pla
 }
 
 // BuildStream plans a continuous query.
-func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy string) (*Plan, error) {
+func BuildStream(cat Resolver, stmt *ast.SelectStmt, src string, strategy streamplan.Strategy) (*Plan, error) {
 	p, err := build(cat, stmt, src, nil)
 	if err != nil {
 		return nil, err
@@ -435,7 +422,7 @@ func buildSetOpr(cat Resolver, x *ast.SetOprStmt, src string, q *qctx) (*Plan, e
 	if x.With != nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "WITH is not supported")
 	}
-	p := &Plan{PartitionKey: -1, Limit: -1, UnionAll: true, Strategy: StrategyBounded, Rule: "BoundedRead",
+	p := &Plan{PartitionKey: -1, Limit: -1, UnionAll: true, Strategy: streamplan.StrategyBounded, Rule: "BoundedRead",
 		Reason: "the rows of each query of the UNION, in turn"}
 	for i, n := range x.SelectList.Selects {
 		var op *ast.SetOprType
@@ -696,9 +683,9 @@ func orderIndex(p *Plan, s *scope, stmt *ast.SelectStmt, e ast.ExprNode) (int, e
 //
 //	SELECT k, COUNT(*) FROM src GROUP BY k, TUMBLE(ts, ...)   -- src keyed by k
 //	=> local aggregation on each partition of src
-func chooseStrategy(p *Plan, requested, src string) error {
+func chooseStrategy(p *Plan, requested streamplan.Strategy, src string) error {
 	if !p.Aggregate {
-		p.Strategy, p.Rule = StrategyStateless, "Stateless"
+		p.Strategy, p.Rule = streamplan.StrategyStateless, "Stateless"
 		p.Reason = "no aggregation: each record is filtered and projected where it is read"
 		return nil
 	}
@@ -713,25 +700,25 @@ func chooseStrategy(p *Plan, requested, src string) error {
 			}
 		}
 	}
-	if len(p.Keys) == 0 && requested != StrategyRepartition {
+	if len(p.Keys) == 0 && requested != streamplan.StrategyRepartition {
 		return chooseKeylessCombine(p, requested)
 	}
 	switch requested {
-	case "", "auto":
+	case streamplan.StrategyAuto:
 		if p.PartitionKey >= 0 && p.Input.Misplaced != "" {
 			if rekeyMisplaced(p, p.Input.Misplaced) {
 				return nil
 			}
 		}
-	case StrategyLocal:
-	case StrategyRepartition:
+	case streamplan.StrategyLocal:
+	case streamplan.StrategyRepartition:
 		return chooseRepartition(p, requested, pk)
-	case StrategyCombine:
+	case streamplan.StrategyCombine:
 		return chooseCombine(p)
 	default:
-		return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", requested).WithHint("use auto, local, repartition or combine")
+		return UnknownStrategy(requested.String())
 	}
-	if p.PartitionKey < 0 && requested != StrategyLocal {
+	if p.PartitionKey < 0 && requested != streamplan.StrategyLocal {
 		if err := chooseRepartition(p, requested, pk); err != nil {
 			return err
 		}
@@ -740,7 +727,7 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		// A keyed HOP stays with repartition under auto: combine serves
 		// it when asked (strategy = 'combine'), but the cost rule's
 		// estimate counts windows, not the slices HOP would ship.
-		p.CombineEligible = combinable(p) == nil && p.Window.Kind == "TUMBLE"
+		p.CombineEligible = combinable(p) == nil && p.Window.Kind() == streamplan.Tumble
 		return nil
 	}
 	if p.PartitionKey < 0 {
@@ -755,9 +742,23 @@ func chooseStrategy(p *Plan, requested, src string) error {
 		return sql.Errorf(sql.CodeNotSupported, "GROUP BY must include the partition key of %s: %s, so groups would span partitions", p.Input.Name, why).
 			WithHint("add %s to GROUP BY; repartition and combine hops are not supported yet", orWord(pk, "a partition_key"))
 	}
-	p.Strategy, p.Rule = StrategyLocal, "LocalPartitionKey"
+	p.Strategy, p.Rule = streamplan.StrategyLocal, "LocalPartitionKey"
 	p.Reason = fmt.Sprintf("GROUP BY contains %s, the partition key of %s: every group lives on one partition", pk, p.Input.Name)
 	return nil
+}
+
+// UnknownStrategy is the error of a strategy option naming no strategy.
+func UnknownStrategy(value string) error {
+	return sql.Errorf(sql.CodeInvalidParameter, "unknown strategy %q", value).
+		WithHint("use %s", streamplan.PlainList(strategyNames(streamplan.Requestable)))
+}
+
+func strategyNames(ss []streamplan.Strategy) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.String()
+	}
+	return out
 }
 
 func orWord(a, b string) string {

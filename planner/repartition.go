@@ -6,6 +6,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -20,7 +21,7 @@ import (
 //
 // Only a source can be re-keyed today (a stream's output has no on_error
 // policy of its own to apply at the hop).
-func chooseRepartition(p *Plan, requested, pk string) error {
+func chooseRepartition(p *Plan, requested streamplan.Strategy, pk string) error {
 	if p.Input.Source == nil {
 		return sql.Errorf(sql.CodeNotSupported, "GROUP BY must include the partition key of stream %s: only a source can be repartitioned", p.Input.Name).
 			WithHint("key the upstream stream's output by the grouping column (message_key)")
@@ -32,13 +33,13 @@ func chooseRepartition(p *Plan, requested, pk string) error {
 		}
 		p.PartitionKey = i
 		p.RepartitionBy = c.Name
-		p.Strategy, p.Rule = StrategyRepartition, "RepartitionByKey"
+		p.Strategy, p.Rule = streamplan.StrategyRepartition, "RepartitionByKey"
 		why := fmt.Sprintf("%s has no partition_key", p.Input.Name)
 		if pk != "" {
 			why = fmt.Sprintf("%s is partitioned by %s", p.Input.Name, pk)
 		}
 		p.Reason = fmt.Sprintf("GROUP BY does not contain the partition key (%s): records are re-keyed by %s through an internal topic", why, c.Name)
-		if requested == StrategyRepartition {
+		if requested == streamplan.StrategyRepartition {
 			p.Rule = "StrategyOption"
 			p.Reason = fmt.Sprintf("strategy = 'repartition' was requested: records are re-keyed by %s through an internal topic", c.Name)
 		}
@@ -88,7 +89,7 @@ func rekeyMisplaced(p *Plan, why string) bool {
 		}
 		p.PartitionKey = i
 		p.RepartitionBy = c.Name
-		p.Strategy, p.Rule = StrategyRepartition, "MisplacedInput"
+		p.Strategy, p.Rule = streamplan.StrategyRepartition, "MisplacedInput"
 		p.Reason = fmt.Sprintf("GROUP BY contains %s, the partition key of %s, but its records are not placed by murmur2 on it (%s): a local plan would count a key's rows in pieces, one per partition, so records are re-keyed by %s through an internal topic",
 			pk, p.Input.Name, why, c.Name)
 		return true

@@ -36,6 +36,7 @@ import (
 	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // Kafka is what a rescale asks of the cluster (a *kafkaio.Client).
@@ -120,10 +121,12 @@ type stream struct {
 	hop bool
 }
 
-// changelogTopic and groupName follow the server's names
-// (server/streams.go).
-func changelogTopic(app, stream string) string { return groupName(app, stream) + "-changelog" }
-func groupName(app, stream string) string      { return "turbine-" + app + "-" + stream }
+// changelogTopic and groupName are the server's names of a stream's
+// final stage (streamplan.TopicName).
+func changelogTopic(app, stream string) string {
+	return streamplan.ChangelogTopic(groupName(app, stream))
+}
+func groupName(app, stream string) string { return streamplan.StageGroup(app, stream) }
 
 // Run rescales the app's keyed stateful streams to opts.To partitions.
 func Run(ctx context.Context, k Kafka, opts Options) (Summary, error) {
@@ -225,10 +228,8 @@ func knownApps(ctx context.Context, k Kafka) string {
 	}
 	var apps []string
 	for _, t := range topics {
-		if rest, ok := strings.CutPrefix(t, "turbine-"); ok {
-			if app, ok := strings.CutSuffix(rest, "-catalog"); ok {
-				apps = append(apps, app)
-			}
+		if app, ok := streamplan.CatalogApp(t); ok {
+			apps = append(apps, app)
 		}
 	}
 	if len(apps) == 0 {
@@ -238,7 +239,7 @@ func knownApps(ctx context.Context, k Kafka) string {
 }
 
 func readCatalog(ctx context.Context, k Kafka, app string) ([]stream, error) {
-	topic := "turbine-" + app + "-catalog"
+	topic := streamplan.CatalogTopic(app)
 	n, err := k.Partitions(ctx, topic)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // alterStream runs ALTER STREAM s RESTART: the stream's stages stop and
@@ -74,11 +75,11 @@ func (s *Server) alterSource(ctx context.Context, st *sql.AlterSource) (*pgwire.
 		cs.Options[k] = v
 	}
 	text := sourceSQL(cs)
-	src, err := sourceFrom(cs, text)
+	src, err := planner.SourceFrom(cs, text)
 	if err != nil {
 		return nil, err
 	}
-	if src.OnError == "dlq" {
+	if src.OnError == streamplan.OnErrorDLQ {
 		if err := topicOptions(cs.Options, [2]string{"dlq_topic", src.DLQTopic}); err != nil {
 			return nil, err
 		}
@@ -163,14 +164,14 @@ func (s *Server) growSource(ctx context.Context, src *catalog.Source, o sql.Opti
 // aggregation (its GROUP BY holds the partition key). A hop's state
 // follows its internal topic, which does not grow with the source.
 func movesState(p *planner.Plan) bool {
-	return p.Aggregate && p.Strategy == planner.StrategyLocal
+	return p.Aggregate && p.Strategy == streamplan.StrategyLocal
 }
 
 // applySource puts src in place of the source of its name and restarts
 // every stream reading it; persist writes it to the catalog log (not when
 // the follower applies another node's ALTER SOURCE).
 func (s *Server) applySource(ctx context.Context, src *catalog.Source, persist bool) error {
-	if src.OnError == "dlq" {
+	if src.OnError == streamplan.OnErrorDLQ {
 		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, s.sizedLike(ctx, src.Topic)); err != nil {
 			return err
 		}
@@ -211,7 +212,7 @@ func (s *Server) replaceSourceFrom(ctx context.Context, text string) error {
 	if !ok {
 		return errNotSource
 	}
-	src, err := sourceFrom(cs, text)
+	src, err := planner.SourceFrom(cs, text)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // Every node follows the catalog topic from where its start-up replay
@@ -286,8 +287,8 @@ func (s *Server) freshStreamState(e catalog.Entry) {
 	if rel, ok := s.cat.Relation(e.Reads); ok {
 		_ = s.store.DropStream("__cmb/" + combineTopic(s.cfg.AppID, rel.Topic, e.Name))
 	}
-	if e.Planned != "" {
-		if err := s.store.PutPlan(e.Name, planStrategy, e.Planned); err != nil {
+	if e.Planned != streamplan.StrategyAuto {
+		if err := s.store.PutPlan(e.Name, planStrategy, e.Planned.Recorded()); err != nil {
 			s.log.Warn("cannot record a stream's strategy", "stream", e.Name, "err", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // catalogLog keeps the catalog in a compacted Kafka topic: one record per
@@ -156,8 +157,8 @@ func (l *catalogLog) write(ctx context.Context, c catalog.Change, stmt, undoes s
 	if c.Reads != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrReads, Value: []byte(c.Reads)})
 	}
-	if c.Planned != "" {
-		hs = append(hs, kafkaio.Header{Key: hdrPlanned, Value: []byte(c.Planned)})
+	if c.Planned != streamplan.StrategyAuto {
+		hs = append(hs, kafkaio.Header{Key: hdrPlanned, Value: []byte(c.Planned.Recorded())})
 	}
 	if c.Hop != "" {
 		hs = append(hs, kafkaio.Header{Key: hdrHop, Value: []byte(c.Hop)})
@@ -218,7 +219,7 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 		return rec, false, nil
 	}
 	rec = catalog.Record{Change: catalog.Change{Kind: catalog.Kind(kind), Name: name, SQL: string(r.Value)}, Offset: r.Offset}
-	version, start := "", ""
+	version, start, planned := "", "", ""
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
@@ -233,7 +234,7 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 		case hdrReads:
 			rec.Reads = v
 		case hdrPlanned:
-			rec.Planned = v
+			planned = v
 		case hdrUndoes:
 			rec.Undoes = v
 		case hdrHop:
@@ -258,6 +259,11 @@ func decodeCatalog(r *kafkaio.Record) (rec catalog.Record, ok bool, newer error)
 		// Read whole, the stream would show what is not its own: its
 		// object is marked failed, as a record this node cannot judge is.
 		return rec, true, fmt.Errorf("%s header: %w", hdrStart, err)
+	}
+	// The strategy's SQL spelling, as every release wrote it; one this
+	// release does not know cannot be planned the same way here.
+	if rec.Planned, err = streamplan.ParseRecorded(planned); err != nil {
+		return rec, true, fmt.Errorf("%s header: %w", hdrPlanned, err)
 	}
 	return rec, true, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -139,7 +140,7 @@ func (c *consoleSource) streamRows() []streamRow {
 				row.Error = err.Error()
 			}
 			if r.plan != nil {
-				row.Strategy = r.plan.Strategy
+				row.Strategy = r.plan.Strategy.String()
 			}
 			c := r.counters()
 			row.RecordsIn, row.RecordsOut, row.LateRows = c.In, c.Out, c.Late
@@ -215,7 +216,7 @@ func (c *consoleSource) Topology(name string) (*console.Topology, bool) {
 	if !ok {
 		return nil, false
 	}
-	t := &console.Topology{Stream: def.Name, Status: "stopped", SQL: strings.TrimSpace(def.SQL), Guarantee: def.Options.Guarantee,
+	t := &console.Topology{Stream: def.Name, Status: "stopped", SQL: strings.TrimSpace(def.SQL), Guarantee: def.Options.Guarantee.String(),
 		History: c.history.Points(def.Name), HistoryEvery: c.history.Every().Seconds()}
 	r, running := s.streams[def.Name]
 	inTopic, nIn := "", 0
@@ -283,7 +284,7 @@ func (c *consoleSource) Topology(name string) (*console.Topology, bool) {
 			t.Nodes = append(t.Nodes, node)
 			downTopic = topic
 		}
-		t.Strategy, t.Reason = p.Strategy, fmt.Sprintf("rule %s: %s", p.Rule, p.Reason)
+		t.Strategy, t.Reason = p.Strategy.String(), fmt.Sprintf("rule %s: %s", p.Rule, p.Reason)
 		t.Plan = s.explainStream(def, p, hop)
 	}
 	agg := console.Node{Kind: console.KindAggregate, Title: "aggregate " + def.Name}
@@ -292,7 +293,7 @@ func (c *consoleSource) Topology(name string) (*console.Topology, bool) {
 	}
 	if running {
 		if p != nil {
-			agg.Stats = append(agg.Stats, stat("strategy", p.Strategy))
+			agg.Stats = append(agg.Stats, stat("strategy", p.Strategy.String()))
 		}
 		if r.final != nil {
 			if wm, ok, _ := r.final.Watermark(); ok {
@@ -324,7 +325,7 @@ func combineTitle(p *planner.Plan) string {
 		aggs[i] = a.Text
 	}
 	unit := "window"
-	if p.Window != nil && p.Window.Kind == "HOP" {
+	if p.Window != nil && p.Window.Kind() == streamplan.Hop {
 		unit = "slice"
 	}
 	return fmt.Sprintf("combine %s per %s (no group key)", strings.Join(aggs, ", "), unit)
@@ -386,7 +387,7 @@ func (c *consoleSource) Sources() []console.SourceInfo {
 	up := s.kafkaUp()
 	out := make([]console.SourceInfo, 0, len(srcs))
 	for _, src := range srcs {
-		info := console.SourceInfo{Name: src.Name, Topic: src.Topic, Format: src.Format, OnError: src.OnError, DLQTopic: src.DLQTopic,
+		info := console.SourceInfo{Name: src.Name, Topic: src.Topic, Format: src.Format, OnError: src.OnError.String(), DLQTopic: src.DLQTopic,
 			PartitionKey: src.PartitionKey, Streams: readers[src.Name], EventRate: s.statsFor(src).line("")}
 		if src.PartitionKey != "" {
 			info.PartitionHash = hashDetail(src)

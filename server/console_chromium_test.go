@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/turbinesql/turbinesql/kafkaio"
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // TestConsoleChromium loads every console page in headless Chromium
@@ -225,7 +225,7 @@ func TestConsoleChromium(t *testing.T) {
 	// source → hop → aggregate → sink with the hop's internal topic by its
 	// real name, a bar per internal partition with the hot key's the
 	// tallest, the null-keys counter, and its charts.
-	rep := shuffle.RepartitionTopic(srv.cfg.AppID, "clicks", []string{"user_id"})
+	rep := streamplan.RepartitionTopic(srv.cfg.AppID, "clicks", []string{"user_id"})
 	body = text(base+href, ".flow")
 	for _, want := range []string{"source clicks", "repartition by user_id", rep, "aggregate per_user", "sink per_user"} {
 		if !strings.Contains(body, want) {

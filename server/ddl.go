@@ -13,130 +13,22 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
-	"github.com/turbinesql/turbinesql/types"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
-var sourceOptions = []string{"topic", "format", "partitions", "partition_key", "partition_hash", "on_error", "dlq_topic", "idle_timeout", "timestamp", "decimal_as_double"}
-var streamOptions = []string{"topic", "partitions", "message_key", "strategy", "processing_guarantee", "allowed_lateness", "late_data_topic", "repartition_partitions", "combine_partitions", "state_ttl"}
-
 // planStrategy names the recorded strategy of a stream whose cost rule
-// chose it.
+// chose it (its value: Strategy.Recorded).
 const planStrategy = "strategy"
 
-// IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output:
-// false on an early fire of an open window, true on its one final pane.
-const IsFinalColumn = "is_final"
+// IsFinalColumn is the BOOLEAN column EMIT EVERY adds to a stream's output
+// (planner.IsFinalColumn).
+const IsFinalColumn = planner.IsFinalColumn
 
 // DefaultIdleTimeoutMs is a source's idle_timeout when it sets none.
-const DefaultIdleTimeoutMs = 5000
-
-// isDecimal: a declared type of exact numerics (DECIMAL, NUMERIC, with or
-// without precision).
-func isDecimal(declared string) bool {
-	name, _, _ := strings.Cut(strings.ToUpper(declared), "(")
-	name = strings.TrimSpace(name)
-	return name == "DECIMAL" || name == "NUMERIC"
-}
-
-// sourceFrom validates a CREATE SOURCE into a catalog entry; every option
-// is checked here, once, with an error naming it.
-func sourceFrom(st *sql.CreateSource, text string) (*catalog.Source, error) {
-	o := st.Options
-	if err := o.Check("source", sourceOptions...); err != nil {
-		return nil, err
-	}
-	src := &catalog.Source{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
-	decimalAsDouble := false
-	switch v := strings.ToLower(o.String("decimal_as_double", "false")); v {
-	case "true", "on":
-		decimalAsDouble = true
-	case "false", "off":
-	default:
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "decimal_as_double must be true or false, not %q", v).WithPos(o["decimal_as_double"].Pos)
-	}
-	seen := map[string]bool{}
-	for _, c := range st.Columns {
-		if isDecimal(c.Declared) && !decimalAsDouble {
-			// There is no exact decimal type yet: reading one as DOUBLE
-			// would change sums and comparisons without saying so.
-			return nil, sql.Errorf(sql.CodeNotSupported, "type %s of column %s is not supported: there is no exact DECIMAL type yet", c.Declared, c.Name).WithPos(c.Pos).
-				WithHint("declare the column DOUBLE (or set decimal_as_double = true to read it as DOUBLE, inexactly), or carry it as BIGINT cents")
-		}
-		if seen[strings.ToLower(c.Name)] {
-			return nil, sql.Errorf("42701", "column %q specified more than once", c.Name).WithPos(c.Pos)
-		}
-		seen[strings.ToLower(c.Name)] = true
-		src.Schema = append(src.Schema, types.Field{Name: c.Name, Type: c.Type})
-	}
-	if len(src.Schema) == 0 {
-		return nil, sql.Errorf(sql.CodeSyntax, "a source needs at least one column")
-	}
-	if src.Format = strings.ToLower(o.String("format", "json")); src.Format != "json" {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "format %q is not supported", src.Format).WithPos(o["format"].Pos).WithHint("use format = 'json'")
-	}
-	n, err := o.Count("partitions")
-	if err != nil {
-		return nil, err
-	}
-	src.Partitions = n
-	if src.IdleTimeoutMs, err = o.Millis("idle_timeout", DefaultIdleTimeoutMs); err != nil {
-		return nil, err
-	}
-	if src.IdleTimeoutMs <= 0 {
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "idle_timeout must be positive").WithPos(o["idle_timeout"].Pos)
-	}
-	if pk, ok := o["partition_key"]; ok {
-		i := src.Schema.Index(pk.Value)
-		if i < 0 {
-			return nil, sql.Errorf(sql.CodeUndefinedColumn, "partition_key %q is not a column of %s", pk.Value, st.Name).WithPos(pk.Pos)
-		}
-		src.PartitionKey = src.Schema[i].Name
-	}
-	if h, ok := o["partition_hash"]; ok {
-		if !strings.EqualFold(h.Value, "murmur2") {
-			return nil, sql.Errorf(sql.CodeInvalidParameter, "partition_hash %q is not supported", h.Value).WithPos(h.Pos).WithHint("the only declared hash is 'murmur2'")
-		}
-		src.PartitionHash = "murmur2"
-	}
-	switch src.OnError = strings.ToLower(o.String("on_error", "fail")); src.OnError {
-	case "fail", "skip", "dlq":
-	default:
-		return nil, sql.Errorf(sql.CodeInvalidParameter, "on_error %q is not valid", src.OnError).WithPos(o["on_error"].Pos).WithHint("use 'fail', 'skip' or 'dlq'")
-	}
-	src.DLQTopic = o.String("dlq_topic", src.Topic+".dlq")
-	dlq := ""
-	if _, set := o["dlq_topic"]; set || src.OnError == "dlq" {
-		dlq = src.DLQTopic
-	}
-	if err := topicOptions(o, [2]string{"topic", src.Topic}, [2]string{"dlq_topic", dlq}); err != nil {
-		return nil, err
-	}
-	if st.Watermark != nil {
-		i := src.Schema.Index(st.Watermark.Column)
-		if i < 0 {
-			return nil, sql.Errorf(sql.CodeUndefinedColumn, "WATERMARK FOR %q: no such column", st.Watermark.Column).WithPos(st.Watermark.Pos)
-		}
-		if src.Schema[i].Type != types.Timestamp {
-			return nil, sql.Errorf(sql.CodeDatatypeMismatch, "WATERMARK FOR %s: column is %s, not TIMESTAMP", st.Watermark.Column, src.Schema[i].Type).WithPos(st.Watermark.Pos)
-		}
-		src.Watermark = &catalog.Watermark{Column: src.Schema[i].Name, DelayMs: st.Watermark.DelayMs}
-	}
-	if ts, ok := o["timestamp"]; ok {
-		if !strings.EqualFold(ts.Value, "kafka") {
-			return nil, sql.Errorf(sql.CodeInvalidParameter, "timestamp %q is not valid", ts.Value).WithPos(ts.Pos).
-				WithHint("timestamp = 'kafka' takes event time from each record's Kafka timestamp; omit it to read the column from the JSON")
-		}
-		if src.Watermark == nil {
-			return nil, sql.Errorf(sql.CodeInvalidParameter, "timestamp = 'kafka' needs a WATERMARK FOR <column> clause").WithPos(ts.Pos).
-				WithHint("declare e.g. ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND: ts is then filled with each record's Kafka timestamp")
-		}
-		src.KafkaTimestamp = true
-	}
-	return src, nil
-}
+const DefaultIdleTimeoutMs = catalog.DefaultIdleTimeoutMs
 
 func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text string, persist bool) (*pgwire.Result, error) {
-	src, err := sourceFrom(st, text)
+	src, err := planner.SourceFrom(st, text)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +49,7 @@ func (s *Server) createSource(ctx context.Context, st *sql.CreateSource, text st
 		return nil, sql.Errorf(sql.CodeInvalidParameter, "topic %q exists with %d partitions, not the %d declared", src.Topic, have, src.Partitions).
 			WithPos(st.Options["partitions"].Pos).WithHint("declare partitions = %d, or omit partitions to take the topic as it is", have)
 	}
-	if src.OnError == "dlq" {
+	if src.OnError == streamplan.OnErrorDLQ {
 		if _, err := s.kafka.EnsureTopic(ctx, src.DLQTopic, 1, s.sizedLike(ctx, src.Topic)); err != nil {
 			return nil, err
 		}
@@ -185,105 +77,32 @@ func (s *Server) planNewStream(st *sql.CreateStream, text string) (*catalog.Stre
 }
 
 func (s *Server) planStreamAs(st *sql.CreateStream, text string, isNew bool) (*catalog.Stream, *planner.Plan, error) {
-	o := st.Options
-	if err := o.Check("stream", streamOptions...); err != nil {
-		return nil, nil, err
-	}
-	def := &catalog.Stream{Name: st.Name, SQL: text, Topic: o.String("topic", st.Name)}
-	def.Options.Strategy = strings.ToLower(o.String("strategy", "auto"))
-	switch def.Options.Guarantee = strings.ToLower(o.String("processing_guarantee", "at_least_once")); def.Options.Guarantee {
-	case "at_least_once", "exactly_once":
-	default:
-		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "processing_guarantee %q is not valid", def.Options.Guarantee).
-			WithPos(o["processing_guarantee"].Pos).WithHint("use 'at_least_once' or 'exactly_once'")
-	}
-	n, err := o.Count("partitions")
-	if err != nil {
-		return nil, nil, err
-	}
-	def.Partitions = n
-	if def.Options.AllowedLatenessMs, err = o.Millis("allowed_lateness", 0); err != nil {
-		return nil, nil, err
-	}
-	if def.Options.AllowedLatenessMs < 0 {
-		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "allowed_lateness cannot be negative").WithPos(o["allowed_lateness"].Pos)
-	}
-	def.Options.LateDataTopic = o.String("late_data_topic", "")
-	if def.Options.StateTTLMs, err = o.Millis("state_ttl", 0); err != nil {
-		return nil, nil, err
-	}
-	if def.Options.StateTTLMs < 0 {
-		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "state_ttl cannot be negative").WithPos(o["state_ttl"].Pos)
-	}
-	if err := topicOptions(o, [2]string{"topic", def.Topic}, [2]string{"late_data_topic", def.Options.LateDataTopic}); err != nil {
-		return nil, nil, err
-	}
+	env := planner.StreamEnv{App: s.cfg.AppID, Estimate: func(p *planner.Plan) *planner.Estimate {
+		est, err := s.estimate(p)
+		if err != nil {
+			s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", st.Name, "err", err)
+			return nil
+		}
+		if est != nil {
+			est.SourceStats = s.statsFor(p.Input.Source).line(p.RepartitionBy)
+		}
+		return est
+	}}
 	var res planner.Resolver = s.cat
 	if isNew {
 		res = placedResolver{cat: s.cat, known: s.knownMisplaced()}
+	} else {
+		recorded, err := s.recordedPlan(st.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		env.Recorded = recorded
 	}
-	p, err := planner.BuildStream(res, st.Query, text, def.Options.Strategy)
+	ps, err := planner.PlanStream(res, st, text, env)
 	if err != nil {
 		return nil, nil, err
 	}
-	if def.Options.Strategy == "auto" {
-		// The cost rule and the MisplacedInput rule decide once, when the
-		// stream is created: its state is laid out for the plan they
-		// chose, so a restart (which plans the stream again) takes the
-		// recorded choice.
-		recorded := ""
-		if !isNew {
-			if recorded, err = s.recordedPlan(def.Name); err != nil {
-				return nil, nil, err
-			}
-		}
-		switch {
-		case recorded != "":
-			planner.UseRecorded(p, recorded)
-		case p.CombineEligible:
-			est, err := s.estimate(p)
-			if err != nil {
-				s.log.Warn("cannot sample the source for the cost rule; deciding without statistics", "stream", def.Name, "err", err)
-				est = nil
-			}
-			if est != nil {
-				est.SourceStats = s.statsFor(p.Input.Source).line(p.RepartitionBy)
-			}
-			planner.ChooseByCost(p, est)
-		}
-		if p.CombineEligible || p.Rule == ruleMisplacedInput {
-			// Recorded with the stream, so the other nodes run its plan.
-			def.Planned = p.Strategy
-		}
-	}
-	def.Input = p.Input.Name
-	if st.EmitEveryMs > 0 {
-		if p.Window == nil {
-			return nil, nil, sql.Errorf(sql.CodeNotSupported, "EMIT EVERY needs a window in GROUP BY").
-				WithHint("a GROUP BY without a window already emits each changed group at every commit")
-		}
-		if p.Output.Index(IsFinalColumn) >= 0 {
-			return nil, nil, sql.Errorf("42701", "column %q is added by EMIT EVERY; name the select-list column otherwise", IsFinalColumn)
-		}
-		// Early panes and the final one share the output: is_final tells them apart.
-		p.Output = append(p.Output, types.Field{Name: IsFinalColumn, Type: types.Bool})
-		def.Options.EmitEveryMs = st.EmitEveryMs
-	}
-	def.Schema = p.Output
-	if err := keyOutput(def, p, o); err != nil {
-		return nil, nil, err
-	}
-	if def.Options.StateTTLMs > 0 && (p.Window != nil || !p.Aggregate || def.Options.MessageKey != "") {
-		// A window's groups go when it closes; with message_key records
-		// of several groups share a key, so no tombstone could say which
-		// group expired.
-		return nil, nil, sql.Errorf(sql.CodeNotSupported, "state_ttl applies to upsert streams only (a GROUP BY without a window, keyed by its group key)").
-			WithPos(o["state_ttl"].Pos).WithHint("windowed streams forget a window's groups when it closes")
-	}
-	if def.Topic == p.Input.Topic {
-		return nil, nil, sql.Errorf(sql.CodeInvalidParameter, "stream %s would write to its own input topic %q", st.Name, def.Topic).WithHint("set topic = '...' to another topic")
-	}
-	return def, p, nil
+	return ps.Def, ps.Plan, nil
 }
 
 func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text string, persist bool) (*pgwire.Result, error) {
@@ -301,7 +120,7 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 			return nil, err
 		}
 	}
-	if p.Strategy == planner.StrategyRepartition {
+	if p.Strategy == streamplan.StrategyRepartition {
 		def.Hop = s.hopGeneration(def.Name, p, persist)
 	}
 	if !persist {
@@ -383,8 +202,8 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		s.streams[def.Name] = r
 		return res, nil
 	}
-	if persist && def.Planned != "" {
-		if err := s.store.PutPlan(def.Name, planStrategy, def.Planned); err != nil {
+	if persist && def.Planned != streamplan.StrategyAuto {
+		if err := s.store.PutPlan(def.Name, planStrategy, def.Planned.Recorded()); err != nil {
 			return nil, err
 		}
 	}
@@ -441,10 +260,8 @@ func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planne
 		spec.outN = have
 	}
 	switch p.Strategy {
-	case planner.StrategyRepartition:
-		if spec.nRep, err = o.Count("repartition_partitions"); err != nil {
-			return spec, err
-		}
+	case streamplan.StrategyRepartition:
+		spec.nRep = def.Options.RepartitionPartitions
 		spec.declaredRep = spec.nRep > 0
 		if !spec.declaredRep {
 			spec.nRep = nIn
@@ -452,7 +269,7 @@ func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planne
 		if err := s.checkHop(ctx, s.hopTopic(def, p), spec.nRep, spec.declaredRep); err != nil {
 			return spec, err
 		}
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" {
 			hint := "use strategy 'repartition'"
 			if len(p.Keys) == 0 {
@@ -460,9 +277,7 @@ func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planne
 			}
 			return spec, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness or late_data_topic").WithHint("%s", hint)
 		}
-		if spec.nCmb, err = o.Count("combine_partitions"); err != nil {
-			return spec, err
-		}
+		spec.nCmb = def.Options.CombinePartitions
 		switch {
 		case len(p.Keys) == 0 && spec.nCmb > 1:
 			// Every partial of a window carries the same (empty) key: one
@@ -493,7 +308,7 @@ func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planne
 // localKeyed reports whether a plan keeps keyed state per partition of
 // its input topic: a local aggregation on the input's partition key.
 func localKeyed(p *planner.Plan) bool {
-	return p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal
+	return p.Aggregate && p.PartitionKey >= 0 && p.Strategy == streamplan.StrategyLocal
 }
 
 // keyedCount checks the partition count n of a topic whose partitions
@@ -531,9 +346,9 @@ func (s *Server) divisorNotices(r *stream) []pgwire.Notice {
 	switch {
 	case localKeyed(p):
 		err = state.CheckDivisor(p.Input.Topic, spec.nIn, "")
-	case p.Strategy == planner.StrategyRepartition && r.hop != nil:
+	case p.Strategy == streamplan.StrategyRepartition && r.hop != nil:
 		err = state.CheckDivisor(r.hop.topic, r.hop.outN, "repartition_partitions")
-	case p.Strategy == planner.StrategyCombine:
+	case p.Strategy == streamplan.StrategyCombine:
 		err = state.CheckDivisor(combineTopic(s.cfg.AppID, p.Input.Topic, r.def.Name), spec.nCmb, "combine_partitions")
 	}
 	var de *state.DivisorError
@@ -751,15 +566,18 @@ func otherKind(k string) string {
 // recordedPlan is the strategy the rules chose when stream name was
 // created: this node's record of it, or else the catalog record's (a node
 // replaying a stream created elsewhere before it joined). "": none.
-func (s *Server) recordedPlan(name string) (string, error) {
+func (s *Server) recordedPlan(name string) (streamplan.Strategy, error) {
 	v, err := s.store.Plan(name, planStrategy)
-	if err != nil || v != "" {
-		return v, err
+	if err != nil {
+		return streamplan.StrategyAuto, err
+	}
+	if v != "" {
+		return streamplan.ParseRecorded(v)
 	}
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
 	if s.cf.ledger == nil {
-		return "", nil
+		return streamplan.StrategyAuto, nil
 	}
 	e, _ := s.cf.ledger.Get(catalog.KindStream, name)
 	return e.Planned, nil

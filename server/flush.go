@@ -17,6 +17,7 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // FLUSH returns once every task of every running stream, on every process
@@ -30,7 +31,9 @@ import (
 // to that topic.
 
 // flushTopic carries FLUSH steps and their acknowledgements.
-func (s *Server) flushTopic() string { return "turbine-" + s.cfg.AppID + "-flush" }
+func (s *Server) flushTopic() string {
+	return streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicFlush, App: s.cfg.AppID})
+}
 
 // flushTopicConfig: the records matter only while their FLUSH runs.
 var flushTopicConfig = map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": ptr("3600000")}
@@ -83,7 +86,7 @@ func (s *Server) settleOutputs(ctx context.Context) {
 	s.mu.Lock()
 	var topics []string
 	for _, r := range s.streams {
-		if r.def != nil && r.final != nil && r.def.Options.Guarantee == "exactly_once" && !slices.Contains(topics, r.def.Topic) {
+		if r.def != nil && r.final != nil && r.def.Options.Guarantee == streamplan.ExactlyOnce && !slices.Contains(topics, r.def.Topic) {
 			topics = append(topics, r.def.Topic)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // TestHopUpgradesToExactlyOnce: the first exactly-once stream behind a
@@ -39,7 +39,7 @@ func TestHopUpgradesToExactlyOnce(t *testing.T) {
 		`CREATE STREAM alo WITH (strategy = 'repartition') AS `+perU,
 		`INSERT INTO ev VALUES ('a', 'x', TIMESTAMP '2026-01-01 00:00:01'), ('b', 'x', TIMESTAMP '2026-01-01 00:00:02')`)
 	brokers := srv.KafkaAddrs()
-	hopTopic := shuffle.RepartitionTopic(srv.cfg.AppID, "ev", []string{"u"})
+	hopTopic := streamplan.RepartitionTopic(srv.cfg.AppID, "ev", []string{"u"})
 	copies := func(committed bool) []string {
 		var out []string
 		for _, v := range readOutput(ctx, t, brokers, hopTopic, committed) {

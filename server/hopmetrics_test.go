@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // gathered sums each series of the registry by metric name and labels
@@ -73,7 +73,7 @@ func TestHopMetrics(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	rep := shuffle.RepartitionTopic(srv.cfg.AppID, "hm", []string{"user_id"})
+	rep := streamplan.RepartitionTopic(srv.cfg.AppID, "hm", []string{"user_id"})
 	perPart := map[int32]int{}
 	partials := 0
 	if err := srv.kafka.ReadAll(ctx, rep, func(r *kgo.Record) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // TestCombineLatePartial redelivers a partial after its window closed (as
@@ -126,7 +127,7 @@ func TestInternalTopicCountMismatch(t *testing.T) {
 	defer srv.Close()
 	conn := connect(ctx, t, srv)
 	defer conn.Close(ctx)
-	rep := shuffle.RepartitionTopic(srv.cfg.AppID, "tx", []string{"user_id"})
+	rep := streamplan.RepartitionTopic(srv.cfg.AppID, "tx", []string{"user_id"})
 	if _, err := conn.Exec(ctx, `CREATE SOURCE tx (tenant TEXT, user_id TEXT, ts TIMESTAMP) WITH (topic = 'tx', partitions = 4, partition_key = 'tenant')`); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) lookupFromState(p *planner.Plan) (recs []*kafkaio.Record, ok bo
 	s.mu.Lock()
 	r := s.streams[rel.Stream.Name]
 	s.mu.Unlock()
-	if r == nil || r.final == nil || r.plan == nil || r.plan.Strategy != planner.StrategyLocal || len(r.plan.Keys) != 1 || r.plan.PartitionKey != 0 {
+	if r == nil || r.final == nil || r.plan == nil || r.plan.Strategy != streamplan.StrategyLocal || len(r.plan.Keys) != 1 || r.plan.PartitionKey != 0 {
 		return nil, false, nil
 	}
 	sp := r.plan

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
-	"github.com/turbinesql/turbinesql/dataflow"
 	"time"
+
+	"github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/streamplan"
 
 	"github.com/turbinesql/turbinesql/cluster"
 	"github.com/turbinesql/turbinesql/kafkaio"
@@ -14,7 +16,9 @@ import (
 // the compacted control topic turbine-{app}-control; the server supplies
 // the topic and what this process says of itself.
 
-func (s *Server) controlTopic() string { return "turbine-" + s.cfg.AppID + "-control" }
+func (s *Server) controlTopic() string {
+	return streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicControl, App: s.cfg.AppID})
+}
 
 func (s *Server) sessionTimeout() time.Duration {
 	if s.cfg.SessionTimeout > 0 {

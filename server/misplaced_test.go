@@ -374,7 +374,7 @@ func TestReplanAcrossNodes(t *testing.T) {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		if r := srv.streams["per_user"]; r != nil && r.plan != nil && !r.stopped && r.final != nil && len(r.final.Owned()) > 0 {
-			return r.plan.Strategy
+			return r.plan.Strategy.String()
 		}
 		return ""
 	}

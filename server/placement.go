@@ -22,13 +22,8 @@ import (
 // PARTITIONS.
 
 // checked reports whether a plan's stream keeps keyed state over its
-// input's partitions as Kafka placed them (a local aggregation whose
-// GROUP BY holds the partition key): the streams the placement check, the
-// count history and the start-up cleanup are for.
-func checked(p *planner.Plan) bool {
-	return p.Aggregate && p.PartitionKey >= 0 && p.Strategy == planner.StrategyLocal &&
-		p.Input.PartitionKey != "" && p.Input.Schema.Index(p.Input.PartitionKey) >= 0
-}
+// input's partitions as Kafka placed them (planner.Checked).
+func checked(p *planner.Plan) bool { return planner.Checked(p) }
 
 // declared reports whether the stream's source declares partition_hash =
 // 'murmur2': the user's word that the start-up cleanup may run.
@@ -148,35 +143,9 @@ func hashDetail(src *catalog.Source) string {
 	return "partition_hash undeclared"
 }
 
-// placementLines are what EXPLAIN CREATE STREAM says of the placement
-// check and the declaration, and of an input known misplaced
-// (p.Input.Misplaced): whether this plan relies on its placement.
-func placementLines(p *planner.Plan) []string {
-	var out []string
-	if why := p.Input.Misplaced; why != "" {
-		what := fmt.Sprintf("Placement: the records of %s are not placed by murmur2 on %s (%s)", p.Input.Name, p.Input.PartitionKey, why)
-		switch {
-		case checked(p):
-			out = append(out, "WARNING: "+what+": this local plan would keep one key on several partitions and emit each of its groups in pieces, with partial totals; use strategy = 'repartition' (or 'auto')")
-		case p.Rule == ruleMisplacedInput:
-			out = append(out, what+": a local plan would emit each key's groups in pieces, so the planner re-keys the records by "+p.RepartitionBy+" (rule MisplacedInput)")
-		default:
-			out = append(out, what+": this plan does not rely on their placement")
-		}
-	}
-	if !checked(p) {
-		return out
-	}
-	line := "Placement: checked on partition key " + p.Input.PartitionKey + " (SHOW PARTITIONS); "
-	if declared(p) {
-		return append(out, line+"partition_hash murmur2 declared: after a partition-count change, the start-up cleanup drops the state of keys that moved")
-	}
-	return append(out, line+"partition_hash undeclared: after a partition-count change, the state of keys that moved is kept")
-}
-
 // ruleMisplacedInput is the planner rule that re-keys the input of a
 // would-be local plan whose records are known misplaced.
-const ruleMisplacedInput = "MisplacedInput"
+const ruleMisplacedInput = planner.RuleMisplacedInput
 
 // statusDegraded is the SHOW STREAMS status of a stream that runs but
 // whose results are known wrong: a local aggregation over records not

@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/purge"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // Consumed records of the hop topics are purged (package purge) to the
@@ -21,7 +22,7 @@ import (
 //     stream's consumer group);
 //   - a repartition topic is shared by the streams of one (topic, column),
 //     and a stream created later reads it from offset 0 to get the
-//     source's history. So the hop has generations (shuffle.HopGeneration):
+//     source's history. So the hop has generations (streamplan.HopGeneration):
 //     before its first deletion on a generation the purger writes a seal
 //     record for it to the catalog log, and purges only once its own
 //     follower has applied that seal. Every node judges the log in the
@@ -130,7 +131,7 @@ func (s *Server) hopView() hopView {
 	runningStreams := map[string]local{}
 	for name, r := range s.streams {
 		l := local{plan: r.plan}
-		if r.plan != nil && r.plan.Strategy == planner.StrategyRepartition {
+		if r.plan != nil && r.plan.Strategy == streamplan.StrategyRepartition {
 			l.hop = s.hopTopic(r.def, r.plan)
 		}
 		runningStreams[name] = l
@@ -157,7 +158,7 @@ func (s *Server) hopView() hopView {
 			v.gens[e.Hop] = append(v.gens[e.Hop], s.groupName(e.Name))
 		case !ok || l.plan == nil:
 			v.unknown = true
-		case l.plan.Strategy == planner.StrategyCombine:
+		case l.plan.Strategy == streamplan.StrategyCombine:
 			v.combine = append(v.combine, purge.Target{Topic: combineTopic(s.cfg.AppID, l.plan.Input.Topic, e.Name), Readers: []string{s.groupName(e.Name)}})
 		case l.hop != "":
 			// Recorded before hops had generations: it reads the first.

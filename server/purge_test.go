@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turbinesql/turbinesql/catalog"
-	"github.com/turbinesql/turbinesql/shuffle"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 const purgeStreamSQL = `CREATE STREAM %s WITH (processing_guarantee = 'exactly_once', strategy = '%s') AS
@@ -102,7 +102,7 @@ func TestHopPurgeFollowsSlowestReader(t *testing.T) {
 		fmt.Sprintf(purgeStreamSQL, "r1", "repartition"),
 		fmt.Sprintf(purgeStreamSQL, "r2", "repartition"),
 		fmt.Sprintf(purgeStreamSQL, "c", "combine"))
-	hop := shuffle.RepartitionTopic("purge", "ev", []string{"k"})
+	hop := streamplan.RepartitionTopic("purge", "ev", []string{"k"})
 	cmb := combineTopic("purge", "ev", "c")
 	in := startPaneInput(ctx, t, addr, 5, 30, purgeKey)
 	time.Sleep(time.Second)
@@ -218,7 +218,7 @@ func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
 		fmt.Sprintf(purgeStreamSQL, "r1", "repartition"))
 	b := start(t.TempDir())
 	defer func() { b.Close() }()
-	hop := shuffle.RepartitionTopic("gens", "ev", []string{"k"})
+	hop := streamplan.RepartitionTopic("gens", "ev", []string{"k"})
 	in := startPaneInput(ctx, t, addr, 5, 30, purgeKey)
 	time.Sleep(time.Second)
 	want := in.stop(ctx, t, 2)
@@ -237,7 +237,7 @@ func TestStreamAfterPurgeReadsNextGeneration(t *testing.T) {
 	ca.Close(ctx)
 
 	cb := connect(ctx, t, b)
-	g2 := shuffle.HopGeneration(hop, 2)
+	g2 := streamplan.HopGeneration(hop, 2)
 	rows, err := cb.Query(ctx, "EXPLAIN "+fmt.Sprintf(purgeStreamSQL, "r3", "repartition"))
 	if err != nil {
 		t.Fatal(err)

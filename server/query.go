@@ -15,6 +15,7 @@ import (
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // decodeChunk is how many records a bounded read decodes per batch.
@@ -239,7 +240,7 @@ func latestPerKey(recs []*kafkaio.Record) []*kafkaio.Record {
 // decodeRecords decodes records of rel a chunk at a time.
 func (s *Server) decodeRecords(rel *catalog.Relation, recs []*kafkaio.Record, needsSeq bool, fn func(*exec.Batch) error) error {
 	dec := dataflow.NewDecoder(rel)
-	policy := "fail"
+	policy := streamplan.OnErrorFail
 	if rel.Source != nil {
 		policy = rel.Source.OnError
 	}
@@ -251,7 +252,7 @@ func (s *Server) decodeRecords(rel *catalog.Relation, recs []*kafkaio.Record, ne
 			values[i] = r.Value
 		}
 		rec, decoded, derrs := dec.Decode(values)
-		if len(derrs) > 0 && policy == "fail" {
+		if len(derrs) > 0 && policy == streamplan.OnErrorFail {
 			rec.Release()
 			r := chunk[derrs[0].Index]
 			code := "22P02" // invalid_text_representation
@@ -353,23 +354,8 @@ func (s *session) explainQuery(ctx context.Context, st *sql.Select, text string)
 	if err != nil {
 		return nil, err
 	}
-	var lines []string
-	if len(p.Union) > 0 {
-		u := "Union"
-		if p.UnionAll {
-			u += " all"
-		}
-		lines = append(lines, u)
-		for _, b := range p.Union {
-			for _, l := range explainPlan(b, "", "", s.srv.cfg.AppID, "") {
-				lines = append(lines, "   "+l)
-			}
-		}
-	} else {
-		lines = explainPlan(p, "", "", s.srv.cfg.AppID, "")
-	}
 	res := &pgwire.Result{Columns: textColumns("QUERY PLAN"), Tag: "EXPLAIN"}
-	for _, l := range lines {
+	for _, l := range planner.ExplainQuery(p) {
 		res.Rows = append(res.Rows, []any{l})
 	}
 	return res, nil

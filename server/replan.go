@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // ALTER STREAM s SET (strategy = ..., repartition_partitions = ...,
@@ -79,7 +80,7 @@ func (s *Server) alterStreamSet(ctx context.Context, st *sql.AlterStream) (*pgwi
 	if err != nil {
 		return nil, err
 	}
-	if np.Strategy == planner.StrategyRepartition {
+	if np.Strategy == streamplan.StrategyRepartition {
 		nd.Hop = s.hopGeneration(nd.Name, np, true)
 	}
 	// Every refusal before anything changes: a refused ALTER leaves the
@@ -159,8 +160,8 @@ func (s *Server) replan(ctx context.Context, nd *catalog.Stream, np *planner.Pla
 	if err := s.cat.ReplaceStream(nd, true); err != nil {
 		return pgwire.Notice{}, err
 	}
-	if nd.Planned != "" {
-		if err := s.store.PutPlan(name, planStrategy, nd.Planned); err != nil {
+	if nd.Planned != streamplan.StrategyAuto {
+		if err := s.store.PutPlan(name, planStrategy, nd.Planned.Recorded()); err != nil {
 			return pgwire.Notice{}, err
 		}
 	}
@@ -179,9 +180,9 @@ func (s *Server) replan(ctx context.Context, nd *catalog.Stream, np *planner.Pla
 func replanNotice(nd *catalog.Stream, np *planner.Plan, was *planner.Plan) pgwire.Notice {
 	how := "reading " + np.Input.Topic + " directly"
 	switch np.Strategy {
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		how = fmt.Sprintf("through repartition topic %s (by %s)", cmp.Or(nd.Hop, np.RepartitionBy), np.RepartitionBy)
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		how = "through a combine hop"
 	}
 	from := "the start of its topic"
@@ -201,7 +202,7 @@ func strategyOf(p *planner.Plan) string {
 	if p == nil {
 		return "unknown"
 	}
-	return p.Strategy
+	return p.Strategy.String()
 }
 
 // planOf is the plan stream def runs (or ran) with on this node: its

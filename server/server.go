@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/turbinesql/turbinesql/internal/dirlock"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -20,6 +19,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/turbinesql/turbinesql/internal/dirlock"
+	"github.com/turbinesql/turbinesql/streamplan"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -297,7 +299,7 @@ func AppIDOf(cfg Config) (string, error) {
 }
 
 // catalogTopic is the compacted topic holding app id's catalog.
-func catalogTopic(appID string) string { return "turbine-" + appID + "-catalog" }
+func catalogTopic(appID string) string { return streamplan.CatalogTopic(appID) }
 
 // Start brings up every component and resumes every stream of the catalog.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
@@ -529,7 +531,7 @@ func (s *Server) Close() {
 // seedDeadLetters records which records of src its dead-letter topic
 // already holds, so no stage writes them again after a restart.
 func (s *Server) seedDeadLetters(ctx context.Context, src *catalog.Source) {
-	if src.OnError != "dlq" {
+	if src.OnError != streamplan.OnErrorDLQ {
 		return
 	}
 	err := s.kafka.ReadTail(ctx, src.DLQTopic, nil, dataflow.DeadLettersKept, func(r *kafkaio.Record) error {

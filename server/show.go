@@ -1,21 +1,18 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/turbinesql/turbinesql/agg"
 	"github.com/turbinesql/turbinesql/catalog"
-	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/pgcat"
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -74,7 +71,7 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 		sort.Slice(res.Rows, func(i, j int) bool { return res.Rows[i][0].(string) < res.Rows[j][0].(string) })
 	case "SOURCES":
 		for _, src := range s.cat.Sources() {
-			res.Rows = append(res.Rows, []any{src.Name, src.Topic, nullIfEmpty(src.PartitionKey), src.Format, src.OnError, src.Schema.String()})
+			res.Rows = append(res.Rows, []any{src.Name, src.Topic, nullIfEmpty(src.PartitionKey), src.Format, src.OnError.String(), src.Schema.String()})
 		}
 	case "STREAMS":
 		s.mu.Lock()
@@ -87,7 +84,7 @@ func (s *Server) show(st *sql.Show) (*pgwire.Result, error) {
 					status = "waiting for broker"
 				}
 				if r.plan != nil {
-					row[3] = r.plan.Strategy
+					row[3] = r.plan.Strategy.String()
 				}
 				row[4] = status
 				c := r.counters()
@@ -188,7 +185,7 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 			return nil, err
 		}
 		hop := ""
-		if p.Strategy == planner.StrategyRepartition {
+		if p.Strategy == streamplan.StrategyRepartition {
 			hop = s.hopGeneration(def.Name, p, true)
 		}
 		lines = s.explainStream(def, p, hop)
@@ -206,192 +203,10 @@ func (s *Server) explain(st *sql.Explain, text string) (*pgwire.Result, error) {
 }
 
 // explainStream is EXPLAIN's text of stream def planned as p, reading the
-// repartition topic hop ("": the hop's first generation): the console
-// shows it too.
+// repartition topic hop ("": the hop's first generation): the text of its
+// stream graph (planner.ExplainStream). The console shows it too.
 func (s *Server) explainStream(def *catalog.Stream, p *planner.Plan, hop string) []string {
-	lines := explainPlan(p, def.Name, def.Topic, s.cfg.AppID, hop)
-	lines = append(lines, deliveryLines(p, def.Options.Guarantee)...)
-	return append(lines, placementLines(p)...)
-}
-
-// deliveryLines tell which processing guarantee a stream needs (the
-// seed's aggregate sensitivity): per aggregate, how a duplicated input
-// row (what an at-least-once replay after a crash can feed) moves it, and
-// a recommendation.
-func deliveryLines(p *planner.Plan, guarantee string) []string {
-	out := []string{"Guarantee: " + guarantee}
-	worst, worstText := agg.Unaffected, ""
-	if p.Aggregate && len(p.Aggs) > 0 {
-		out = append(out, "Duplicate sensitivity:")
-		for _, c := range p.Aggs {
-			sv := agg.SensitivityOf(c.Spec)
-			out = append(out, fmt.Sprintf("   %s: %s (%s)", c.Text, sv, sv.Why()))
-			if sv > worst || worstText == "" {
-				worst, worstText = max(worst, sv), c.Text
-			}
-		}
-	}
-	var rec string
-	switch {
-	case !p.Aggregate:
-		rec = "at_least_once if the readers of the output dedupe (a replay after a crash repeats rows), else exactly_once"
-	case worst == agg.Biased:
-		rec = fmt.Sprintf("exactly_once: %s is directly biased, so every row replayed after a crash goes into the answer", worstText)
-	case worst == agg.Attenuated:
-		rec = fmt.Sprintf("at_least_once when windows hold many rows (%s moves by duplicates over rows); exactly_once for small windows", worstText)
-	case p.Window != nil:
-		rec = "at_least_once: no aggregate moves on a duplicated row (a pane written twice after a crash carries the same value and identity; dedupe on its turbine.key and turbine.window.start headers)"
-	default:
-		rec = "at_least_once: no aggregate moves on a duplicated row (a pane written twice after a crash carries the same value; dedupe on (window, key))"
-	}
-	return append(out, "Recommendation: "+rec)
-}
-
-// explainPlan prints the plan as a tree, sink first, each node indented
-// under the one it feeds. hop is the repartition topic (generation) the
-// stream would read ("": the hop's first).
-func explainPlan(p *planner.Plan, stream, topic, appID, hop string) []string {
-	var nodes []string
-	if stream != "" {
-		nodes = append(nodes, fmt.Sprintf("Sink: topic %s (json, stream %s)", topic, stream))
-	} else {
-		n := "Result"
-		if len(p.OrderBy) > 0 {
-			n += " (sorted)"
-		}
-		if p.Limit >= 0 {
-			n += fmt.Sprintf(" limit %d", p.Limit)
-		}
-		nodes = append(nodes, n)
-	}
-	nodes = append(nodes, "Project: "+exprList(p.Project[:len(p.Output)], p.Output))
-	if p.Having != nil {
-		nodes = append(nodes, "Filter (HAVING): "+p.Having.String())
-	}
-	if p.Aggregate {
-		a := "HashAggregate"
-		if len(p.KeyNames) > 0 {
-			a += " keys=[" + strings.Join(p.KeyNames, ", ") + "]"
-		}
-		if w := p.Window; w != nil {
-			switch w.Kind {
-			case "HOP":
-				a += fmt.Sprintf(" window=HOP(%s, slide %d ms, size %d ms) slices=%d ms", w.TimeCol, w.Spec.Slide, w.Spec.Size, w.Spec.SliceSize())
-			case "SESSION":
-				a += fmt.Sprintf(" window=SESSION(%s, gap %d ms)", w.TimeCol, w.SizeMs)
-			default:
-				a += fmt.Sprintf(" window=%s(%s, %d ms)", w.Kind, w.TimeCol, w.SizeMs)
-			}
-		}
-		var aggs []string
-		for _, c := range p.Aggs {
-			aggs = append(aggs, c.Text)
-		}
-		a += " aggs=[" + strings.Join(aggs, ", ") + "]"
-		nodes = append(nodes, a)
-	}
-	if p.Filter != nil {
-		nodes = append(nodes, "Filter: "+p.Filter.String())
-	}
-	unit := "window"
-	if p.Window != nil && p.Window.Kind == "HOP" {
-		unit = "slice" // HOP ships slices; the merge side builds windows from them
-	}
-	if p.Strategy == planner.StrategyCombine && len(p.Keys) == 0 {
-		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per %s and ships one partial per %s to internal topic %s (one partition; a window closes once every source partition has confirmed it)",
-			p.Input.Name, unit, unit, combineTopic(appID, p.Input.Topic, orName(stream))))
-	} else if p.Strategy == planner.StrategyCombine {
-		nodes = append(nodes, fmt.Sprintf("Combine: each partition of %s pre-aggregates per ("+unit+", key) and ships partials to internal topic %s (murmur2 on the group key; a window closes once every source partition has confirmed it)",
-			p.Input.Name, combineTopic(appID, p.Input.Topic, orName(stream))))
-	}
-	if p.Strategy == planner.StrategyRepartition {
-		nodes = append(nodes, fmt.Sprintf("Repartition by %s: internal topic %s (murmur2 on %s; watermark markers from every source partition)",
-			p.RepartitionBy, cmp.Or(hop, shuffle.RepartitionTopic(appID, p.Input.Topic, []string{p.RepartitionBy})), p.RepartitionBy))
-	}
-	src := fmt.Sprintf("Source: %s (topic %s", p.Input.Name, p.Input.Topic)
-	if p.Input.PartitionKey != "" {
-		src += ", partition key " + p.Input.PartitionKey
-	}
-	if wm := p.Input.Watermark; wm != nil {
-		src += fmt.Sprintf(", watermark %s - %d ms", wm.Column, wm.DelayMs)
-		if p.Input.Source != nil && p.Input.Source.KafkaTimestamp {
-			src += fmt.Sprintf(", %s = Kafka timestamp", wm.Column)
-		}
-	}
-	if p.From == nil {
-		nodes = append(nodes, src+")")
-	}
-	out := []string{fmt.Sprintf("Strategy: %s (rule %s: %s)", p.Strategy, p.Rule, p.Reason)}
-	if e := p.Estimate; e != nil {
-		out = append(out, fmt.Sprintf("Estimate: %d rows sampled from %d partitions; %.1f rows per window, %.1f keys per window per partition; repartition %d records (%d bytes), combine %d partials (%d bytes)",
-			e.SampleRows, e.Partitions, e.RowsPerWindow, e.KeysPerWindowPartition, e.RepartitionRecords, e.RepartitionBytes, e.CombineRecords, e.CombineBytes))
-		if e.SourceStats != "" {
-			out = append(out, fmt.Sprintf("Statistics of %s: %s", p.Input.Name, e.SourceStats))
-		}
-	}
-	for i, n := range nodes {
-		out = append(out, treePrefix(i)+n)
-	}
-	if p.From != nil {
-		out = append(out, relLines(p.From, len(nodes))...)
-	}
-	return out
-}
-
-func treePrefix(depth int) string {
-	if depth == 0 {
-		return ""
-	}
-	return strings.Repeat("   ", depth-1) + "└─ "
-}
-
-// relLines prints the FROM tree of a bounded query at depth.
-func relLines(r *planner.Rel, depth int) []string {
-	p := treePrefix(depth)
-	switch r.Kind {
-	case planner.RelOneRow:
-		return []string{p + "One row (no FROM)"}
-	case planner.RelTopic:
-		return []string{p + fmt.Sprintf("Source: %s (topic %s, read whole)", r.Relation.Name, r.Relation.Topic)}
-	case planner.RelVirtual:
-		return []string{p + fmt.Sprintf("Catalog table: %s.%s", r.Virtual.Schema, r.Virtual.Name)}
-	case planner.RelFunc:
-		return []string{p + "Function: " + r.Func}
-	case planner.RelDerived:
-		out := []string{p + "Subquery"}
-		for _, l := range explainPlan(r.Sub, "", "", "", "") {
-			if strings.HasPrefix(l, "Strategy: ") {
-				continue
-			}
-			out = append(out, strings.Repeat("   ", depth)+l)
-		}
-		return out
-	case planner.RelJoin:
-		j := "Nested loop join (" + r.JoinType + ")"
-		if r.On != nil {
-			j += " on " + r.On.String()
-		}
-		out := []string{p + j}
-		out = append(out, relLines(r.Left, depth+1)...)
-		return append(out, relLines(r.Right, depth+1)...)
-	}
-	return []string{p + "?"}
-}
-
-func exprList(es []exec.Expr, out types.Schema) string {
-	parts := make([]string, len(es))
-	for i, e := range es {
-		parts[i] = e.String()
-		if out[i].Name != e.String() {
-			parts[i] += " AS " + out[i].Name
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func orName(stream string) string {
-	if stream == "" {
-		return "<stream>"
-	}
-	return stream
+	d := *def
+	d.Hop = hop
+	return planner.ExplainStream(planner.BuildGraph(&d, p, s.cfg.AppID))
 }

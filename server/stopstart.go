@@ -10,8 +10,8 @@ import (
 
 	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/pgwire"
-	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // ALTER STREAM s STOP holds a stream stopped on every server of the app,
@@ -206,7 +206,7 @@ func (s *Server) awaitGroupsLeft(ctx context.Context, name string) []pgwire.Noti
 		return nil
 	}
 	groups := map[string]string{s.groupName(name): r.plan.Input.Topic}
-	if r.plan.Strategy == planner.StrategyCombine {
+	if r.plan.Strategy == streamplan.StrategyCombine {
 		groups[combineTopic(s.cfg.AppID, r.plan.Input.Topic, name)] = r.plan.Input.Topic
 	}
 	deadline := time.Now().Add(stopWaitTimeout)

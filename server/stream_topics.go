@@ -12,6 +12,7 @@ import (
 	"github.com/turbinesql/turbinesql/pgwire"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // The topics of a stream: what CREATE STREAM makes (and takes back when
@@ -66,11 +67,11 @@ func (s *Server) makeStreamTopics(ctx context.Context, def *catalog.Stream, p *p
 		}
 	}
 	switch p.Strategy {
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		if err := ensure(combineTopic(s.cfg.AppID, p.Input.Topic, def.Name), spec.nCmb, nil); err != nil {
 			return made, err
 		}
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		if topic := s.hopTopic(def, p); s.hops[topic] == nil {
 			if err := ensure(topic, spec.nRep, s.sizedLike(ctx, p.Input.Topic)); err != nil {
 				return made, err
@@ -105,7 +106,7 @@ func (s *Server) deleteMade(made []string) {
 
 // isHopTopic reports whether topic names a repartition hop of this app.
 func (s *Server) isHopTopic(topic string) bool {
-	return strings.HasPrefix(topic, "turbine-"+s.cfg.AppID+"-rep-")
+	return streamplan.IsRepartitionTopic(s.cfg.AppID, "", topic)
 }
 
 // outputStart is where a new stream's output begins in its topic (the
@@ -220,11 +221,11 @@ func (s *Server) streamTopics(def *catalog.Stream, p *planner.Plan) (topics, hop
 	} else if rel, ok := s.cat.Relation(def.Input); ok {
 		inputTopic = rel.Topic
 	}
-	if inputTopic != "" && (p == nil || p.Strategy == planner.StrategyCombine) {
+	if inputTopic != "" && (p == nil || p.Strategy == streamplan.StrategyCombine) {
 		// Deleting one that does not exist is no error.
 		topics = append(topics, combineTopic(s.cfg.AppID, inputTopic, def.Name))
 	}
-	if p != nil && p.Strategy == planner.StrategyRepartition {
+	if p != nil && p.Strategy == streamplan.StrategyRepartition {
 		hop := s.hopTopic(def, p)
 		if len(s.hopReaders(hop, def.Name)) == 0 {
 			topics = append(topics, hop, changelogTopic(hop))
@@ -245,10 +246,10 @@ func (s *Server) hopReaders(hop, name string) []string {
 		}
 		switch {
 		case r.plan == nil:
-			if rel, ok := s.cat.Relation(r.def.Input); ok && strings.HasPrefix(hop, "turbine-"+s.cfg.AppID+"-rep-"+rel.Topic+"-by-") {
+			if rel, ok := s.cat.Relation(r.def.Input); ok && streamplan.IsRepartitionTopic(s.cfg.AppID, rel.Topic, hop) {
 				out = append(out, other)
 			}
-		case r.plan.Strategy == planner.StrategyRepartition && s.hopTopic(r.def, r.plan) == hop:
+		case r.plan.Strategy == streamplan.StrategyRepartition && s.hopTopic(r.def, r.plan) == hop:
 			out = append(out, other)
 		}
 	}

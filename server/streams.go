@@ -15,9 +15,9 @@ import (
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/placement"
 	"github.com/turbinesql/turbinesql/planner"
-	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -134,11 +134,11 @@ func (s *Server) idleStream(def *catalog.Stream, p *planner.Plan, spec streamSpe
 		return r
 	}
 	switch p.Strategy {
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		r.stats.Track(def.Name, spec.nRep, s.store)
 		r.hopStats = &dataflow.Stats{}
 		r.hopStats.Track("__hop/"+s.hopTopic(def, p), spec.nIn, s.store)
-	case planner.StrategyCombine:
+	case streamplan.StrategyCombine:
 		r.stats.Track(def.Name, spec.nCmb, s.store)
 		r.stats.Track("__cmb/"+combineTopic(s.cfg.AppID, p.Input.Topic, def.Name), spec.nIn, s.store)
 	default:
@@ -170,7 +170,7 @@ func (s *Server) sizedLike(ctx context.Context, topic string) map[string]*string
 // stage's consumer group and p (turbine-{app}-{stream}-p for a stream's
 // final stage; the hop's topic, or the combine's, for theirs).
 func (s *Server) exactlyOnce(ctx context.Context, cfg *dataflow.StageConfig) error {
-	topic := "turbine-" + s.cfg.AppID + "-progress"
+	topic := streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicProgress, App: s.cfg.AppID})
 	if !s.progressReady.Load() {
 		if err := s.kafka.EnsureCompacted(ctx, topic, 1); err != nil {
 			return fmt.Errorf("progress topic %s: %w", topic, err)
@@ -258,18 +258,16 @@ func (s *Server) awaitJoins(ctx context.Context) {
 }
 
 // changelogTopic names the changelog of the stage whose consumer group is
-// group: turbine-{app}-{stream}-changelog for a stream's last stage,
-// {combine topic}-changelog for its pre-aggregation, {hop topic}-changelog
-// for a repartition hop.
-func changelogTopic(group string) string { return group + "-changelog" }
+// group (streamplan.ChangelogTopic).
+func changelogTopic(group string) string { return streamplan.ChangelogTopic(group) }
 
 // groupName is the consumer group of a stream's final stage.
-func (s *Server) groupName(stream string) string { return "turbine-" + s.cfg.AppID + "-" + stream }
+func (s *Server) groupName(stream string) string { return streamplan.StageGroup(s.cfg.AppID, stream) }
 
 // combineTopic names a combine hop's internal topic (and its partial
 // stage's consumer group).
 func combineTopic(app, topic, windowName string) string {
-	return "turbine-" + app + "-cmb-" + topic + "-" + windowName
+	return streamplan.CombineTopic(app, topic, windowName)
 }
 
 func (s *Server) deps() dataflow.Deps {
@@ -326,6 +324,12 @@ func (s *Server) observer(src *catalog.Source) func(*exec.Batch) {
 // startStream starts the stages of a stream.
 func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planner.Plan, spec streamSpec) (*stream, error) {
 	r := &stream{def: def, plan: p, spec: spec, stats: &dataflow.Stats{}}
+	// The stream graph says what the stages are, what they write under
+	// which guarantee and through which internal topics; the operators are
+	// still built from the plan here (dataflow's builders are the next
+	// step).
+	g := planner.BuildGraph(def, p, s.cfg.AppID)
+	final0 := g.Final()
 	tsIdx, delay, idle := inputTime(p)
 	maxOut, err := s.kafka.MaxMessageBytes(ctx, def.Topic)
 	if err != nil {
@@ -333,7 +337,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		maxOut = 0
 	}
 	final := dataflow.StageConfig{
-		Name: def.Name, State: def.Name, Group: s.groupName(def.Name),
+		Name: def.Name, State: def.Name, Group: final0.Group,
 		Topic: p.Input.Topic, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
 		CommitEvery: s.commitEvery(), MaxPoll: s.pollRecords(), MetadataEvery: s.cfg.MetadataInterval, Reports: true,
 		OnResize: func() { s.restartAfterResize(def.Name) },
@@ -342,7 +346,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	if late := def.Options.LateDataTopic; late != "" {
 		final.Writes = append(final.Writes, late)
 	}
-	eos := def.Options.Guarantee == "exactly_once"
+	eos := g.Guarantee == streamplan.ExactlyOnce
 	if eos {
 		if err := s.exactlyOnce(ctx, &final); err != nil {
 			return nil, err
@@ -354,7 +358,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		if p.Aggregate {
 			out = append(out, &dataflow.HashAgg{Plan: p, LatenessMs: def.Options.AllowedLatenessMs, LateDataTopic: def.Options.LateDataTopic,
 				EmitEvery: time.Duration(def.Options.EmitEveryMs) * time.Millisecond, DLQ: s.dlqPartitions,
-				Merge: p.Strategy == planner.StrategyCombine, Cache: s.cache,
+				Merge: p.Strategy == streamplan.StrategyCombine, Cache: s.cache,
 				StateTTL: time.Duration(def.Options.StateTTLMs) * time.Millisecond})
 			// An upsert stream keyed by its group key deletes a group that
 			// stops satisfying HAVING (with message_key, records of several
@@ -364,12 +368,9 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		} else {
 			out = append(out, &dataflow.Project{Filter: p.Filter, Exprs: p.Project})
 		}
-		sink := &dataflow.Sink{Topic: def.Topic, Partitions: spec.outN, Schema: p.Output, MessageKey: def.Options.MessageKey,
-			OnError: "fail", DLQ: s.dlqPartitions, MaxBytes: maxOut}
-		if src := p.Input.Source; src != nil {
-			sink.OnError, sink.DLQTopic = src.OnError, src.DLQTopic
-		}
-		return append(out, sink)
+		spec := g.Sink()
+		return append(out, &dataflow.Sink{Topic: spec.Topic, Partitions: r.spec.outN, Schema: spec.Output, MessageKey: spec.MessageKey,
+			OnError: spec.OnError, DLQTopic: spec.DLQTopic, DLQ: s.dlqPartitions, MaxBytes: maxOut})
 	}
 	// A row of a source without an event time has no window: the source's
 	// on_error handles it (a stream's output keeps counting it as late).
@@ -379,7 +380,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 		timeIdx = p.Window.TimeIdx
 	}
 	switch p.Strategy {
-	case planner.StrategyRepartition:
+	case streamplan.StrategyRepartition:
 		h, err := s.hopFor(ctx, s.hopTopic(def, p), p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
 		if err != nil {
 			return nil, err
@@ -392,8 +393,8 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 				&dataflow.Source{Input: p.Input, TimeIdx: -1, NeedsSeq: p.NeedsSeq, CountIn: true, DLQ: s.dlqPartitions,
 					Letters: s.letters, FromHop: true, TimeRequired: needTime, TimeRequiredIdx: timeIdx}}, tail()...)
 		}
-	case planner.StrategyCombine:
-		topic := combineTopic(s.cfg.AppID, p.Input.Topic, def.Name)
+	case streamplan.StrategyCombine:
+		topic := g.Exchange(streamplan.ExchangeCombine).Topic
 		pre := dataflow.StageConfig{
 			Name: def.Name, State: "__cmb/" + topic, Group: topic,
 			Topic: p.Input.Topic, From: p.Input.From, Partitions: spec.nIn, Delay: delay, IdleTimeout: idle, Stats: r.stats,
@@ -549,7 +550,7 @@ func (s *Server) hopTopic(def *catalog.Stream, p *planner.Plan) string {
 	if def != nil && def.Hop != "" {
 		return def.Hop
 	}
-	return shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+	return streamplan.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
 }
 
 // hopGeneration is the hop generation a repartition stream being created
@@ -559,7 +560,7 @@ func (s *Server) hopTopic(def *catalog.Stream, p *planner.Plan) string {
 // record and the statement fails, asking to run it again. A stream from
 // the catalog takes the generation its record names.
 func (s *Server) hopGeneration(name string, p *planner.Plan, persist bool) string {
-	base := shuffle.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
+	base := streamplan.RepartitionTopic(s.cfg.AppID, p.Input.Topic, []string{p.RepartitionBy})
 	s.catMu.Lock()
 	defer s.catMu.Unlock()
 	l := s.cf.ledger
@@ -573,7 +574,7 @@ func (s *Server) hopGeneration(name string, p *planner.Plan, persist bool) strin
 		return base
 	}
 	for n := 1; ; n++ {
-		if t := shuffle.HopGeneration(base, n); !isSealed(l, t) {
+		if t := streamplan.HopGeneration(base, n); !isSealed(l, t) {
 			return t
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/streamplan"
 )
 
 // The processes of an app share their tasks' own watermarks through a
@@ -29,7 +30,9 @@ type watermarkBoard struct {
 	out   *kafkaio.Pending
 }
 
-func (s *Server) watermarkTopic() string { return "turbine-" + s.cfg.AppID + "-watermarks" }
+func (s *Server) watermarkTopic() string {
+	return streamplan.TopicName(streamplan.Topic{Kind: streamplan.TopicWatermarks, App: s.cfg.AppID})
+}
 
 // Publish sends one task's own watermark, without waiting.
 func (b *watermarkBoard) Publish(group string, p int32, wm int64) {

@@ -4,8 +4,8 @@
 // markers on the reading side.
 //
 // A repartition hop re-emits every record of a source onto
-// turbine-{app}-rep-{topic}-by-{column}, keyed and placed (murmur2) by the
-// column's value. A partition of that topic receives records from every
+// turbine-{app}-rep-{topic}-by-{column} (named by streamplan.TopicName),
+// keyed and placed (murmur2) by the column's value. A partition of that topic receives records from every
 // source partition interleaved, so its own records say nothing about how
 // far the slowest source partition has got. The hop therefore also sends,
 // to every partition of the internal topic, a marker per source partition:
@@ -25,26 +25,7 @@ package shuffle
 import (
 	"encoding/binary"
 	"errors"
-	"strconv"
-	"strings"
 )
-
-// RepartitionTopic names the internal topic of a repartition hop.
-func RepartitionTopic(app, topic string, columns []string) string {
-	return "turbine-" + app + "-rep-" + topic + "-by-" + strings.Join(columns, "-")
-}
-
-// HopGeneration names generation n (from 1) of the repartition hop whose
-// first generation is topic base: base itself, then base-g2, base-g3...
-// A generation is closed to new streams once its consumed records are
-// purged, and the streams created after that read the next one, which
-// its own hop fills from the source's start.
-func HopGeneration(base string, n int) string {
-	if n <= 1 {
-		return base
-	}
-	return base + "-g" + strconv.Itoa(n)
-}
 
 // MarkerHeader is the Kafka header that makes a record a watermark marker
 // rather than data; its value is the marker's encoding.

@@ -75,9 +75,3 @@ func TestProgressIdleWithoutTimeHolds(t *testing.T) {
 		t.Fatalf("no source has a time, yet the reader reached %d", got)
 	}
 }
-
-func TestRepartitionTopic(t *testing.T) {
-	if got := RepartitionTopic("app", "tx", []string{"user_id"}); got != "turbine-app-rep-tx-by-user_id" {
-		t.Fatal(got)
-	}
-}

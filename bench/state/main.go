@@ -39,6 +39,7 @@ import (
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/state"
+	"github.com/turbinesql/turbinesql/streamplan"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -184,7 +185,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 		events = max(2*keys, 2_000_000)
 	}
 	res := result{Keys: keys, Events: events, CacheMB: cacheMB}
-	src := &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: "fail",
+	src := &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: streamplan.OnErrorFail,
 		Schema:    types.Schema{{Name: "k", Type: types.Int}, {Name: "v", Type: types.Int}, {Name: "ts", Type: types.Timestamp}},
 		Watermark: &catalog.Watermark{Column: "ts"}}
 	rel := &catalog.Relation{Name: "ev", Topic: "ev", Schema: src.Schema, PartitionKey: "k", Watermark: src.Watermark, Source: src}
@@ -200,7 +201,7 @@ func run(keys, cacheMB, events, commitRows int, window string) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	plan, err := planner.BuildStream(resolver{"ev": rel}, stmt.(*sql.CreateStream).Query, q, "")
+	plan, err := planner.BuildStream(resolver{"ev": rel}, stmt.(*sql.CreateStream).Query, q, streamplan.StrategyAuto)
 	if err != nil {
 		return res, err
 	}

@@ -45,6 +45,12 @@ func TestDependencyDirection(t *testing.T) {
 		// runtime or the server.
 		{[]string{"rescale"}, []string{mod + "server", mod + "pgwire", mod + "dataflow", mod + "planner", mod + "cmd/"}},
 		{[]string{"kafkaio", "config"}, []string{mod + "server", mod + "pgwire", mod + "planner", mod + "sql", mod + "catalog", mod + "cmd/"}},
+		// The stream graph is the contract between the planner and the
+		// runtime: it knows neither, nor the catalog, the wire, Kafka.
+		// (It reaches sql only through exec's errors: TestStreamplanImports
+		// keeps its own imports to the kernels.)
+		{[]string{"streamplan"}, []string{mod + "planner", mod + "catalog", mod + "pgcat", mod + "pgwire", mod + "bounded", mod + "server",
+			mod + "dataflow", mod + "kafkaio", mod + "cmd/", "github.com/twmb/franz-go"}},
 	}
 	checked := 0
 	for _, r := range rules {
@@ -97,5 +103,28 @@ func TestOnlyKafkaioTalksToKafka(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d packages checked: go list output not understood", checked)
+	}
+}
+
+// TestStreamplanImports: the stream graph imports, of the engine, only
+// what its specs hold (expressions, schemas, windows, aggregate functions)
+// and the internal topics' prefix: never the SQL front end, the planner or
+// the runtime.
+func TestStreamplanImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "../../streamplan").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{"agg": true, "exec": true, "types": true, "window": true, "shuffle": true}
+	imports := strings.Fields(string(out))
+	if len(imports) == 0 {
+		t.Fatal("go list output not understood")
+	}
+	for _, d := range imports {
+		if p, ours := strings.CutPrefix(d, mod); ours && !allowed[p] {
+			t.Errorf("streamplan imports %s", d)
+		} else if !ours && strings.Contains(d, ".") {
+			t.Errorf("streamplan imports %s: a leaf needs no outside module", d)
+		}
 	}
 }
