@@ -83,6 +83,23 @@ func (d *Driver) Fetch(ctx context.Context, fp kafkaio.FetchPart) error {
 	return d.Err()
 }
 
+// Process hands b to the first operator of partition p's chain, as the
+// loop hands each operator what the one before it made: for operators
+// whose input is rows, not records (a sink, a projection, a join's side).
+// The offset does not move; the next commit writes what b changed.
+func (d *Driver) Process(ctx context.Context, p int32, b *Batch) error {
+	t, err := d.opened(p)
+	if err != nil {
+		return err
+	}
+	b.Partition = p
+	t.try(ctx, func() error {
+		t.uncommitted = true
+		return t.push(ctx, 0, b)
+	})
+	return d.Err()
+}
+
 // Tick is one tick of partition p's loop: it confirms idleness on a fresh
 // end offset, and commits if a commit is due (the interval, a moved
 // watermark, an early fire, a stall's retry).

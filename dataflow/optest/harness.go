@@ -177,7 +177,12 @@ func (h *Harness) start() {
 // close ends the harness (the test's cleanup): its tasks stop, its store
 // closes.
 func (h *Harness) close() {
-	h.drv.Close()
+	if h.drv != nil {
+		h.drv.Close()
+	}
+	if h.store == nil {
+		return // a reopen failed, and failed the test
+	}
 	if err := h.store.Close(); err != nil {
 		h.tb.Errorf("optest: close the store: %v", err)
 	}
@@ -211,7 +216,7 @@ func (h *Harness) open(t *Task) error {
 	return h.drv.Open(context.Background(), t.p, clock)
 }
 
-// open lists the partitions whose tasks the test opened.
+// opened lists the partitions whose tasks the test opened.
 func (h *Harness) opened() []int32 {
 	var ps []int32
 	for p := range h.tasks {
@@ -273,7 +278,9 @@ func (h *Harness) Offline(fn func(fs vfs.FS, dir string) error) {
 // the tasks.
 func (h *Harness) reopen(down func() error) {
 	h.tb.Helper()
-	if err := down(); err != nil {
+	err := down()
+	h.store, h.drv = nil, nil
+	if err != nil {
 		h.tb.Fatalf("optest: close the store: %v", err)
 	}
 	if h.newDisk {
@@ -365,8 +372,8 @@ func (t *Task) Push(off int64, rows ...string) {
 	t.PushRecords(t.h.Records(t.p, off, rows...)...)
 }
 
-// PushRecords is Push of records built by hand (Topic and Partition are
-// set to the task's input).
+// PushRecords is Push of records built by hand (copies of them, in the
+// task's input topic and partition, whatever theirs).
 func (t *Task) PushRecords(recs ...*kafkaio.Record) {
 	t.h.tb.Helper()
 	if err := t.TryPush(recs...); err != nil {
@@ -379,13 +386,28 @@ func (t *Task) TryPush(recs ...*kafkaio.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	for _, r := range recs {
-		r.Topic, r.Partition = t.h.cfg.Topic, t.p
-		t.h.k.put(r)
+	// The task gets copies in its own topic and partition: the caller's
+	// records are left as they are (tests share an input among
+	// harnesses running in parallel).
+	in := make([]*kafkaio.Record, len(recs))
+	for i, r := range recs {
+		c := *r
+		c.Topic, c.Partition = t.h.cfg.Topic, t.p
+		in[i] = &c
+		t.h.k.put(&c)
 	}
-	fp := kafkaio.FetchPart{Partition: t.p, Records: recs, Next: recs[len(recs)-1].Offset + 1,
+	fp := kafkaio.FetchPart{Partition: t.p, Records: in, Next: in[len(in)-1].Offset + 1,
 		HighWatermark: t.h.k.End(t.h.cfg.Topic, t.p)}
 	return t.h.drv.Fetch(context.Background(), fp)
+}
+
+// Process hands a batch of rows to the chain's first operator (a sink, a
+// projection: an operator whose input is rows, not records).
+func (t *Task) Process(b *dataflow.Batch) {
+	t.h.tb.Helper()
+	if err := t.h.drv.Process(context.Background(), t.p, b); err != nil {
+		t.h.tb.Fatal(err)
+	}
 }
 
 // Poll hands the task everything in its input partition from where it
@@ -406,16 +428,25 @@ func (t *Task) TryPoll() error {
 	return h.drv.Fetch(context.Background(), fp)
 }
 
-// Advance sets the scripted watermark (Config.Watermarks Scripted) and
-// commits: the operators see it, as they see any watermark, at the
-// commit.
+// Advance sets the scripted watermark (SetWatermark) and commits: the
+// operators see it, as they see any watermark, at the commit.
 func (t *Task) Advance(wm int64) {
 	t.h.tb.Helper()
-	if t.clock == nil {
-		t.h.tb.Fatal("optest: Advance needs Config.Watermarks = Scripted")
-	}
-	t.clock.wm, t.clock.has = wm, true
+	t.SetWatermark(wm)
 	t.Commit()
+}
+
+// SetWatermark sets the scripted watermark (Config.Watermarks Scripted),
+// which the operators see at the task's next commit. A watermark never
+// moves back: one below the last leaves it where it is.
+func (t *Task) SetWatermark(wm int64) {
+	t.h.tb.Helper()
+	if t.clock == nil {
+		t.h.tb.Fatal("optest: a scripted watermark needs Config.Watermarks = Scripted")
+	}
+	if !t.clock.has || wm > t.clock.wm {
+		t.clock.wm, t.clock.has = wm, true
+	}
 }
 
 // Commit makes the task commit now.
@@ -448,8 +479,8 @@ func (t *Task) Idle() {
 }
 
 // Take removes and returns what the task made visible since the last
-// Take: at-least-once, what it produced; exactly-once, what its committed
-// transactions held.
+// Take: at-least-once, what Kafka acknowledged (at its commits' flushes);
+// exactly-once, what its committed transactions held.
 func (t *Task) Take() Output { return t.h.box.take(t.p) }
 
 // Batches removes and returns the batches the task's last operator

@@ -29,10 +29,11 @@ type Kafka struct {
 	topics  map[string]*topic
 	offsets map[groupPart]kafkaio.Committed
 	epochs  map[string]int // transactional id → its current holder's epoch
-	// failCommits are errors the next transaction commits fail with, in
-	// turn (FailCommit).
-	failCommits []error
-	seq         int64 // orders what became visible, across topics
+	// failCommits and failFlushes are errors the next transaction
+	// commits and producer flushes fail with, in turn (FailCommit,
+	// FailFlush).
+	failCommits, failFlushes []error
+	seq                      int64 // orders what became visible, across topics
 }
 
 // topic is one topic's partitions.
@@ -200,6 +201,28 @@ func (k *Kafka) FailCommit(err error) {
 	k.failCommits = append(k.failCommits, err)
 }
 
+// FailFlush makes the next flush of a task's producer fail with err: what
+// it produced since its last flush never reached Kafka (an at-least-once
+// task's outputs are dropped; an exactly-once task's transaction will not
+// commit). A task's commit fails there before anything of it is
+// acknowledged.
+func (k *Kafka) FailFlush(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.failFlushes = append(k.failFlushes, err)
+}
+
+// failFlush is the next flush's injected failure (nil: none); the caller
+// holds the lock.
+func (k *Kafka) failFlush() error {
+	if len(k.failFlushes) == 0 {
+		return nil
+	}
+	err := k.failFlushes[0]
+	k.failFlushes = k.failFlushes[1:]
+	return err
+}
+
 // partsLocked is how many partitions topic has: as declared, or as
 // written.
 func (k *Kafka) partsLocked(name string) int {
@@ -271,8 +294,8 @@ func (v *view) NewPartitionFollower(string) (dataflow.ChangelogFollower, error) 
 	return nil, errUnsupported
 }
 
-// NewPending is an at-least-once task's producer: what it produces is
-// visible at once (acknowledged by its Flush).
+// NewPending is an at-least-once task's producer: what it produces
+// reaches Kafka when its Flush (the task's commit) has it acknowledged.
 func (v *view) NewPending() dataflow.Pending { return &pending{v: v, p: v.opening} }
 
 // NewTxnProducer opens transactional id, fencing its earlier holder.
@@ -316,7 +339,11 @@ type sent struct {
 
 func (o *outbox) add(p int32, rec *kafkaio.Record) {
 	if !o.internal[rec.Topic] {
-		o.recs = append(o.recs, sent{p, clone(rec)})
+		// The log's copy, shallowly: a test may renumber or re-address
+		// what it took (to deliver it elsewhere) without touching the log.
+		c := *rec
+		c.Headers = slices.Clone(rec.Headers)
+		o.recs = append(o.recs, sent{p, &c})
 	}
 }
 
@@ -338,22 +365,39 @@ func (o *outbox) take(p int32) Output {
 
 // pending is an at-least-once task's producer.
 type pending struct {
-	v *view
-	p int32
+	v      *view
+	p      int32
+	unsent []*kafkaio.Record // produced, not yet acknowledged
 }
 
-func (q *pending) Produce(_ context.Context, rec *kafkaio.Record) {
-	q.v.k.mu.Lock()
-	c := q.v.k.appendLocked(rec)
-	q.v.k.mu.Unlock()
-	q.v.box.add(q.p, c)
-}
+func (q *pending) Produce(_ context.Context, rec *kafkaio.Record) { q.unsent = append(q.unsent, rec) }
 
 func (q *pending) ProduceOr(ctx context.Context, rec *kafkaio.Record, _ func(*kafkaio.Record)) {
 	q.Produce(ctx, rec)
 }
 
-func (q *pending) Flush(context.Context) error { return nil }
+// Flush writes what was produced, in order, each record getting its
+// offset as its acknowledgement sets it; an injected failure (FailFlush)
+// drops it instead.
+func (q *pending) Flush(context.Context) error {
+	k := q.v.k
+	recs := q.unsent
+	q.unsent = nil
+	k.mu.Lock()
+	if err := k.failFlush(); err != nil {
+		k.mu.Unlock()
+		return err
+	}
+	made := make([]*kafkaio.Record, len(recs))
+	for i, r := range recs {
+		made[i] = k.appendLocked(r)
+	}
+	k.mu.Unlock()
+	for _, r := range made {
+		q.v.box.add(q.p, r)
+	}
+	return nil
+}
 
 // txn is a task's transactional producer: what it produces waits for its
 // commit; an abort, a close or a newer holder of its id drops it.
@@ -385,8 +429,14 @@ func (x *txn) fenced() error {
 func (x *txn) Flush(context.Context) error {
 	x.v.k.mu.Lock()
 	defer x.v.k.mu.Unlock()
+	if err := x.k().failFlush(); err != nil {
+		x.open = nil // a transaction whose records did not all arrive aborts
+		return err
+	}
 	return x.fenced()
 }
+
+func (x *txn) k() *Kafka { return x.v.k }
 
 // Commit makes the transaction's records visible, with its progress
 // record, a control marker in every partition it wrote, and the input
