@@ -1,4 +1,4 @@
-package dataflow
+package dataflow_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/kafkaio"
 )
 

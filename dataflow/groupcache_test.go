@@ -1,7 +1,8 @@
-package dataflow
+package dataflow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	. "github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/dataflow/optest"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/state"
 	"github.com/turbinesql/turbinesql/types"
@@ -168,11 +171,6 @@ func TestSessionColdCloseEarlyFire(t *testing.T) {
 			q := `CREATE STREAM s AS SELECT k, SESSION_START(ts, INTERVAL '10' SECOND) AS ss, COUNT(*) AS n, SUM(v) AS total
 		FROM ev GROUP BY k, SESSION(ts, INTERVAL '10' SECOND)`
 			p := planOf(t, q, "auto")
-			store, err := state.Open(t.TempDir(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
 			const keys = 10000
 			var rows []string
 			for k := 0; k < keys; k++ {
@@ -181,33 +179,28 @@ func TestSessionColdCloseEarlyFire(t *testing.T) {
 			for k := 0; k < keys; k++ {
 				rows = append(rows, fmt.Sprintf("k%d,u,2,100", k)) // session [100 s, 110 s): stays open
 			}
-			start := func() *rig {
-				h := &HashAgg{Plan: p, Cache: NewCacheBudget(64), EmitEvery: time.Second}
+			h := evHarness(t, 1, chain(func() []Op {
+				agg := &HashAgg{Plan: p, Cache: NewCacheBudget(64), EmitEvery: time.Second}
 				schema := append(append(types.Schema{}, p.Output...), types.Field{Name: "is_final", Type: types.Bool})
-				ops := []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h,
+				return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, agg,
 					&Project{Filter: p.Having, Exprs: p.Project, AddFinal: true}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
-				return newRig(t, store, 0, 1, ops...)
-			}
-			r := start()
-			r.feed(ev(0, 0, rows...))
-			r.watermark(5_000, false) // closes nothing
-			r.out.take()
-			r.commit(int64(len(rows)))
-			for _, op := range r.ops {
-				op.Close()
-			}
-			r = start() // nothing in memory
+			}))
+			task := h.Task(0)
+			task.Push(0, rows...)
+			task.Advance(5_000) // closes nothing
+			task.Take()
+			h.Restart() // nothing in memory
 			// A row of a key never stored (its Process sets the cache share,
 			// so closeReadKeys is 32,768): closed at 60 s, or open.
 			zz := "zz,u,1,0"
 			if inMemory {
 				zz = "zz,u,1,100"
 			}
-			r.feed(ev(0, int64(len(rows)), zz))
-			r.now = r.now.Add(time.Minute) // EMIT EVERY due
-			r.watermark(60_000, false)     // closes the 10,000 stored sessions [0 s, 10 s)
+			task.Push(int64(len(rows)), zz)
+			h.Elapse(time.Minute) // EMIT EVERY due
+			task.Advance(60_000)  // closes the 10,000 stored sessions [0 s, 10 s)
 			final, early := map[string]int{}, map[string]int{}
-			for _, v := range values(t, r.out.take()) {
+			for _, v := range values(t, task.Take()) {
 				if k := v["k"].(string); v["is_final"].(bool) {
 					final[k]++
 				} else {
@@ -226,10 +219,9 @@ func TestSessionColdCloseEarlyFire(t *testing.T) {
 			if missing > 0 {
 				t.Fatalf("early pane: %d of %d open sessions not there once", missing, keys)
 			}
-			r.commit(int64(len(rows)) + 1)
-			r.now = r.now.Add(time.Minute)
-			r.watermark(61_000, false) // nothing changed
-			if n := len(r.out.take()); n > 0 {
+			h.Elapse(time.Minute)
+			task.Advance(61_000) // nothing changed
+			if n := len(task.Take()); n > 0 {
 				t.Fatalf("an early fire with nothing changed sent %d rows", n)
 			}
 		})
@@ -319,9 +311,12 @@ func TestMergeStageCacheMetamorphic(t *testing.T) {
 // watermark that lets no partial be late.
 func combinePartials(t *testing.T, q string, rows []string, sources int) cachedInput {
 	p := planOf(t, q, "combine")
-	pres := make([]*rig, sources)
+	ph := evHarness(t, sources, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	}))
+	pres := make([]*optest.Task, sources)
 	for i := range pres {
-		pres[i] = newRig(t, nil, int32(i), sources, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
+		pres[i] = ph.Task(int32(i))
 	}
 	var recs, again []*kafkaio.Record
 	deliver := func(rec *kafkaio.Record) {
@@ -340,13 +335,10 @@ func combinePartials(t *testing.T, q string, rows []string, sources int) cachedI
 			if off >= end {
 				continue
 			}
-			pre.feed(ev(int32(src), int64(off), mine[src][off:end]...))
+			pre.Push(int64(off), mine[src][off:end]...)
 			// The source's watermark: 5 s behind the time its rows reached.
-			pre.watermark((int64(end)*eventSeconds/int64(len(mine[src]))-5)*1000, false)
-			for _, rec := range pre.out.take() {
-				if _, ok := markerOf(rec); ok {
-					continue
-				}
+			pre.Advance((int64(end)*eventSeconds/int64(len(mine[src])) - 5) * 1000)
+			for _, rec := range pre.Take().Data() {
 				deliver(rec)
 				if len(recs)%10 == 0 {
 					again = append(again, rec)
@@ -359,11 +351,12 @@ func combinePartials(t *testing.T, q string, rows []string, sources int) cachedI
 		again = again[:0]
 	}
 	for _, pre := range pres {
-		pre.watermark(1<<40, true)
-		for _, rec := range pre.out.take() {
-			if _, ok := markerOf(rec); !ok {
-				deliver(rec)
-			}
+		pre.SetWatermark(1 << 40)
+	}
+	ph.Flush()
+	for _, pre := range pres {
+		for _, rec := range pre.Take().Data() {
+			deliver(rec)
 		}
 	}
 	// The merge's watermark after offset off: below the end of every window
@@ -449,50 +442,50 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 		strategy = "combine"
 	}
 	p := planOf(t, in.q, strategy)
-	// Commits of 256 partials or more ingest them as runs, fewer write
-	// them in the batch: the close merges both kinds. A window's partials
-	// are folded into one run when it has two (runfold.go).
-	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 256, MaxWindowRuns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	timeIdx := -1
 	if p.Window != nil {
 		timeIdx = p.Window.TimeIdx
 	}
-	var r *rig
-	var h *HashAgg
-	var changelog []state.Change
+	var agg *HashAgg // the task's, since its last open
 	crashed, restarted := false, false
-	start := func() {
-		eager := mode == runEager || mode == runEagerFirst && !restarted || mode == runCachedFirst && restarted ||
-			mode == runEagerBetween && crashed && !restarted
-		h = &HashAgg{Plan: p, Cache: budget, eager: eager, EmitEvery: every, Merge: in.merge}
-		schema := p.Output
-		if every > 0 {
-			schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
-		}
-		ops := []Op{h, &Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
-		if !in.merge {
-			ops = append([]Op{&Source{Input: p.Input, TimeIdx: timeIdx, NeedsSeq: p.NeedsSeq}}, ops...)
-		}
-		r = newRig(t, store, 0, 1, ops...)
-		r.changelog = &changelog
-		if n := h.Aggregator().Table.Len(); n != 0 && h.cache != nil {
+	topic := "ev"
+	if in.merge {
+		topic = "cmb"
+	}
+	// Commits of 256 partials or more ingest them as runs, fewer write
+	// them in the batch: the close merges both kinds. A window's partials
+	// are folded into one run when it has two (runfold.go).
+	h := optest.New(t, optest.Config{Topic: topic, Input: evFormat, Watermarks: optest.Scripted,
+		Store: state.Options{MinRunPartials: 256, MaxWindowRuns: 2},
+		Ops: func(int32) []Op {
+			eager := mode == runEager || mode == runEagerFirst && !restarted || mode == runCachedFirst && restarted ||
+				mode == runEagerBetween && crashed && !restarted
+			agg = &HashAgg{Plan: p, Cache: budget, EmitEvery: every, Merge: in.merge}
+			agg.SetEager(eager)
+			schema := p.Output
+			if every > 0 {
+				schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
+			}
+			ops := []Op{agg, &Project{Filter: p.Having, Exprs: p.Project, Tombstones: p.Window == nil, AddFinal: every > 0}, &Sink{Topic: "out", Partitions: 4, Schema: schema}}
+			if !in.merge {
+				ops = append([]Op{&Source{Input: p.Input, TimeIdx: timeIdx, NeedsSeq: p.NeedsSeq}}, ops...)
+			}
+			return ops
+		}})
+	task := h.Task(0)
+	opened := func() {
+		if n := agg.Aggregator().Table.Len(); n != 0 && agg.Cached() {
 			t.Fatalf("%d groups loaded at start: the restore is not lazy", n)
 		}
 	}
-	stop := func() {
-		if h.cache != nil {
-			deltas += h.cache.delta.Seq
-		}
-		for _, op := range r.ops {
-			op.Close()
+	opened()
+	stopping := func() {
+		if agg.Cached() {
+			deltas += agg.BlindPartials()
 		}
 	}
 	collect := func() {
-		for _, rec := range r.out.take() {
+		for _, rec := range task.Take() {
 			// Unkeyed panes are spread over partitions in emission order,
 			// which the cache may change; keyed records (upsert) are placed
 			// by key.
@@ -503,14 +496,13 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 			out = append(out, fmt.Sprintf("%d|%s|%s", part, rec.Key, rec.Value))
 		}
 	}
-	start()
 	const batch = 500
 	committed := int64(0)
 	rows := in.recs
 	for off := int64(0); off < int64(len(rows)); {
 		end := min(off+batch, int64(len(rows)))
-		r.feed(rows[off:end])
-		maxGroups = max(maxGroups, h.Aggregator().Table.Len())
+		task.PushRecords(rows[off:end]...)
+		maxGroups = max(maxGroups, agg.Aggregator().Table.Len())
 		off = end
 		commit := (off/batch)%4 == 0
 		if in.commitAfter != nil {
@@ -521,36 +513,37 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 				// Crash: what was fed since the last commit is lost and
 				// read again.
 				crashed = true
-				stop()
-				start()
+				stopping()
+				h.Crash()
+				opened()
 				off = committed
 			}
 			continue
 		}
-		r.now = r.now.Add(time.Second)
-		r.watermark(in.wmAt(off), false)
+		h.Elapse(time.Second)
+		task.Advance(in.wmAt(off))
 		collect()
-		r.commit(off)
 		committed = off
 		if !restarted && off > 2*int64(len(rows))/3 {
 			restarted = true
-			stop()
+			stopping()
 			if move {
-				store = moveStore(t, changelog)
+				h.LoseDisk() // restored from the changelog of every commit before
 			}
-			start()
+			h.Restart()
+			opened()
 		}
 	}
-	r.watermark(1<<40, true)
+	task.SetWatermark(1 << 40)
+	h.Flush()
 	collect()
-	r.commit(int64(len(rows)))
-	stop()
+	stopping()
 	if p.Window != nil {
 		// Every window (session) has closed: nothing of them may be
 		// left in the state (a session's index entries included).
 		left := 0
 		kinds := map[string]int{}
-		if err := store.EachScopeKey("s", 0, func(key, _ []byte) error {
+		if err := h.Store().EachScopeKey("s", 0, func(key, _ []byte) error {
 			if sk, err := state.ParseStateKey("s", key); err == nil {
 				kinds[fmt.Sprint(sk.Kind)]++
 			}
@@ -572,30 +565,6 @@ func runCachedOn(t *testing.T, in cachedInput, budget *CacheBudget, mode runMode
 	return out, maxGroups, deltas
 }
 
-var _ = kafkaio.Record{}
-
-// moveStore is a new store holding partition 0's state of "s" rebuilt from
-// its changelog, as another node restores it.
-func moveStore(t *testing.T, changelog []state.Change) *state.Store {
-	t.Helper()
-	st, err := state.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r := st.NewRestore("s", 0)
-	defer r.Close()
-	for _, c := range changelog {
-		if err := r.Apply(c.Key, state.EncodeChange(c.Value)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Write(int64(len(changelog))); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // TestHopReclosesOnlyItsOwnWindows: two tasks share a store; one closes a
 // HOP window and commits, the other has not reached it. Restarted, the
 // first must not close that window again: the slice its close removed
@@ -606,11 +575,6 @@ func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
 	q := `CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND) AS ws, COUNT(*) AS n
 		FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '20' SECOND)`
 	p := planOf(t, q, "auto")
-	store, err := state.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	keyOf := func(part int32) string {
 		for i := 0; ; i++ {
 			if k := fmt.Sprintf("k%d", i); state.OwnerOf(state.KeyGroup([]byte(k)), 2) == part {
@@ -618,10 +582,10 @@ func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
 			}
 		}
 	}
-	start := func(part int32) *rig {
-		return newRig(t, store, part, 2, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &HashAgg{Plan: p},
-			&Project{Filter: p.Having, Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
-	}
+	h := evHarness(t, 2, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &HashAgg{Plan: p},
+			&Project{Filter: p.Having, Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output}}
+	}))
 	var rows [2][]string
 	for part := range rows {
 		k := keyOf(int32(part))
@@ -629,29 +593,24 @@ func TestHopReclosesOnlyItsOwnWindows(t *testing.T) {
 			rows[part] = append(rows[part], fmt.Sprintf("%s,u,1,%d", k, sec))
 		}
 	}
-	r0, r1 := start(0), start(1)
-	r0.feed(ev(0, 0, rows[0]...))
-	r1.feed(ev(1, 0, rows[1]...))
+	r0, r1 := h.Task(0), h.Task(1)
+	r0.Push(0, rows[0]...)
+	r1.Push(0, rows[1]...)
 	// Task 0 closes [0 s, 20 s) (and the HOP windows before it), removing
 	// slice [0 s, 5 s); task 1 stays behind.
-	r0.watermark(20_000, false)
-	closed := values(t, r0.out.take())
-	r0.commit(40)
-	r1.watermark(5_000, false)
-	r1.commit(40)
+	r0.Advance(20_000)
+	closed := values(t, r0.Take())
+	r1.Advance(5_000)
 	if len(closed) == 0 {
 		t.Fatal("task 0 closed no window")
 	}
-	for _, op := range r0.ops {
-		op.Close()
-	}
-	r0 = start(0)
-	r0.watermark(20_000, false)
-	if again := values(t, r0.out.take()); len(again) != 0 {
+	h.Restart()
+	r0.Advance(20_000)
+	if again := values(t, r0.Take()); len(again) != 0 {
 		t.Fatalf("windows closed before the restart closed again: %v (first time: %v)", again, closed)
 	}
-	r0.watermark(25_000, false)
-	next := values(t, r0.out.take())
+	r0.Advance(25_000)
+	next := values(t, r0.Take())
 	if len(next) != 1 || next[0]["n"] != float64(20) {
 		t.Fatalf("window [5 s, 25 s) after the restart: %v, want one pane of 20 rows", next)
 	}
@@ -675,12 +634,9 @@ func TestBlindWritesOnlyWhereExact(t *testing.T) {
 	}
 	for _, c := range cases {
 		h := &HashAgg{Plan: planOf(t, c.q, "auto"), Cache: NewCacheBudget(1)}
-		r := newRig(t, nil, 0, 1, h)
+		evHarness(t, 1, chain(func() []Op { return []Op{h} })).Task(0)
 		if got := h.Aggregator().BlindWrites(); got != c.want {
 			t.Errorf("%s: blind writes %v, want %v", c.q, got, c.want)
-		}
-		for _, op := range r.ops {
-			op.Close()
 		}
 	}
 }
@@ -692,33 +648,31 @@ func TestBlindWritesOnlyWhereExact(t *testing.T) {
 func TestEarlyFireOfColdWindowIsChunked(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
 	h := &HashAgg{Plan: p, Cache: NewCacheBudget(1), EmitEvery: time.Second}
-	r := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+	rig := evHarness(t, 1, chain(func() []Op { return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h} }))
+	task := rig.Task(0)
 	const keys = 20000
 	rows := make([]string, keys)
 	for i := range rows {
 		rows[i] = fmt.Sprintf("k%d,u,1,1", i)
 	}
 	for off := 0; off < keys; off += 1000 {
-		r.feed(ev(0, int64(off), rows[off:off+1000]...))
+		task.Push(int64(off), rows[off:off+1000]...)
 	}
-	if !h.agg.Cold(0) {
+	if !h.Aggregator().Cold(0) {
 		t.Fatal("window [0,10) kept every group in memory: the test needs it cold")
 	}
+	// The batches the operator hands on, as the task's loop takes them
+	// from it, one at a time.
 	fire := func() (first, total int, lazy bool) {
 		t.Helper()
-		r.now = r.now.Add(2 * time.Second)
-		b, err := h.OnWatermark(context.Background(), Watermark{WM: 0, Has: true, Now: r.now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b == nil {
+		rig.Elapse(2 * time.Second)
+		task.Advance(0)
+		bs := task.Batches()
+		if len(bs) == 0 {
 			return 0, 0, false
 		}
-		first, lazy = b.Data.N, b.More != nil
-		for ; b != nil; b, err = b.Following() {
-			if err != nil {
-				t.Fatal(err)
-			}
+		first, lazy = bs[0].Data.N, bs[0].More != nil
+		for _, b := range bs {
 			total += b.Data.N
 		}
 		return first, total, lazy
@@ -740,26 +694,19 @@ func TestHeldRowsAndRunsCounted(t *testing.T) {
 	// (A window's partials are folded at 2 runs: folds are counted too.)
 	rows := metamorphicRows(40000, 20000)
 	for _, budget := range []*CacheBudget{NewCacheBudget(1), nil} {
-		store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 2, MaxWindowRuns: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
-		h := &HashAgg{Plan: planOf(t, tumbleSQL, "auto"), Cache: budget}
-		p := h.Plan
-		r := newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+		p := planOf(t, tumbleSQL, "auto")
+		h := evHarness(t, 1, func(c *optest.Config) { c.Store = state.Options{MinRunPartials: 2, MaxWindowRuns: 2} }, chain(func() []Op {
+			return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &HashAgg{Plan: p, Cache: budget}}
+		}))
+		task := h.Task(0)
 		recs := ev(0, 0, rows...)
 		for off := 0; off < len(recs); off += 500 {
-			r.feed(recs[off : off+500])
-			r.watermark(int64(off*eventSeconds/len(recs)-5)*1000, false)
-			r.commit(int64(off + 500))
+			task.PushRecords(recs[off : off+500]...)
+			task.Advance(int64(off*eventSeconds/len(recs)-5) * 1000)
 		}
-		held := testutil.ToFloat64(r.env.Metrics.HeldRows.WithLabelValues("s"))
-		runs := testutil.ToFloat64(r.env.Metrics.StateRuns.WithLabelValues("s"))
-		folds := testutil.ToFloat64(r.env.Metrics.StateFolds.WithLabelValues("s"))
-		for _, op := range r.ops {
-			op.Close()
-		}
+		held := testutil.ToFloat64(h.Metrics().HeldRows.WithLabelValues("s"))
+		runs := testutil.ToFloat64(h.Metrics().StateRuns.WithLabelValues("s"))
+		folds := testutil.ToFloat64(h.Metrics().StateFolds.WithLabelValues("s"))
 		switch {
 		case budget != nil && (held == 0 || held > float64(len(rows)) || runs == 0 || folds == 0):
 			t.Fatalf("1 MB cache: %v rows held of %d, %v runs written, %v windows folded: want some of each", held, len(rows), runs, folds)
@@ -777,51 +724,66 @@ func TestHopSlicesShareTheRunBound(t *testing.T) {
 		return fmt.Sprintf(`CREATE STREAM s AS SELECT k, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '%d' SECOND) AS ws, COUNT(*) AS n
 		FROM ev GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '%d' SECOND)`, 5*slices, 5*slices)
 	}
-	for q, want := range map[string]int{tumbleSQL: state.MaxWindowRuns, hop(3): state.MaxWindowRuns / 3, hop(60): minSliceRuns} {
+	for q, want := range map[string]int{tumbleSQL: state.MaxWindowRuns, hop(3): state.MaxWindowRuns / 3, hop(60): MinSliceRuns} {
 		h := &HashAgg{Plan: planOf(t, q, "auto"), Cache: NewCacheBudget(1)}
-		r := newRig(t, nil, 0, 1, h)
-		if got := h.cache.pending.WindowRuns(); got != want {
+		evHarness(t, 1, chain(func() []Op { return []Op{h} })).Task(0)
+		if got := h.SliceRuns(); got != want {
 			t.Errorf("%s: a slice takes up to %d runs, want %d", h.Plan.Window.Kind(), got, want)
-		}
-		for _, op := range r.ops {
-			op.Close()
 		}
 	}
 }
 
-// TestUnreadChunksClosedWithTheTask: a task that stops without its commit
-// (a cancelled one) after a cold window's close was handed on but not read
-// closes the window's store cursors with the operator, so the store then
-// closes (Pebble panics on a close with tables still referenced).
+// TestUnreadChunksClosedWithTheTask: a task whose commit failed (an
+// operator after the aggregation failed) after a cold window's close was
+// handed on but not read closes the window's store cursors with the
+// operator, so the store then closes (Pebble panics on a close with tables
+// still referenced).
 func TestUnreadChunksClosedWithTheTask(t *testing.T) {
-	store, err := state.Open(t.TempDir(), nil, state.Options{MinRunPartials: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &HashAgg{Plan: planOf(t, tumbleSQL, "auto"), Cache: NewCacheBudget(1)}
 	p := h.Plan
-	r := newRig(t, store, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h)
+	broken := &failing{}
+	rig := evHarness(t, 1, func(c *optest.Config) { c.Store = state.Options{MinRunPartials: 16} }, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, h, broken}
+	}))
+	task := rig.Task(0)
 	recs := ev(0, 0, metamorphicRows(40000, 20000)...)
 	for off := 0; off < len(recs); off += 2000 {
-		r.feed(recs[off : off+2000])
-		r.commit(int64(off + 2000))
+		task.PushRecords(recs[off : off+2000]...)
+		task.Commit()
 	}
-	out, err := h.OnWatermark(context.Background(), Watermark{WM: 1 << 40, Has: true, Now: r.now})
-	if err != nil {
-		t.Fatal(err)
+	broken.armed = true
+	task.SetWatermark(1 << 40)
+	if err := task.TryCommit(); err == nil {
+		t.Fatal("the commit did not fail")
 	}
-	if out == nil || out.More == nil {
+	if b := broken.got; b == nil || b.More == nil {
 		t.Fatal("no window closed a chunk at a time: nothing went cold")
-	}
-	for _, op := range r.ops { // stopped: nobody reads the rest
-		op.Close()
 	}
 	defer func() {
 		if e := recover(); e != nil {
 			t.Fatalf("the store's close panicked: %v", e)
 		}
 	}()
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+	rig.Crash() // the operators close, then the store
 }
+
+// failing is an operator that fails the first batch it is handed once
+// armed, so its task's commit fails with the batches behind it unread.
+type failing struct {
+	armed bool
+	got   *Batch
+}
+
+func (f *failing) Open(context.Context, *Env) error { return nil }
+
+func (f *failing) Process(_ context.Context, b *Batch) (*Batch, error) {
+	if !f.armed {
+		return nil, nil
+	}
+	f.got = b
+	return nil, errors.New("the output is gone")
+}
+
+func (f *failing) OnWatermark(context.Context, Watermark) (*Batch, error) { return nil, nil }
+func (f *failing) Commit(context.Context, *Commit) error                  { return nil }
+func (f *failing) Close()                                                 {}

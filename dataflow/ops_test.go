@@ -1,20 +1,16 @@
-package dataflow
+package dataflow_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/turbinesql/turbinesql/catalog"
+	. "github.com/turbinesql/turbinesql/dataflow"
+	"github.com/turbinesql/turbinesql/dataflow/optest"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
@@ -24,287 +20,106 @@ import (
 	"github.com/turbinesql/turbinesql/types"
 )
 
-// These tests drive each operator alone, as a task would: batches in,
-// watermarks in, commits, and what it produced read back.
-
-// memOut collects what operators produce.
-type memOut struct{ recs []*kafkaio.Record }
-
-func (m *memOut) Produce(_ context.Context, r *kafkaio.Record) { m.recs = append(m.recs, r) }
-
-func (m *memOut) ProduceOr(ctx context.Context, r *kafkaio.Record, _ func(*kafkaio.Record)) {
-	m.Produce(ctx, r)
-}
-
-func (m *memOut) take() []*kafkaio.Record {
-	out := m.recs
-	m.recs = nil
-	return out
-}
-
-// rig is one task's environment over a real Pebble store.
-type rig struct {
-	t     *testing.T
-	store *state.Store
-	out   *memOut
-	env   *Env
-	ops   []Op
-	task  *task
-	now   time.Time
-	// changelog, when set, receives every change of the rig's commits,
-	// as the task's changelog would.
-	changelog *[]state.Change
-}
-
-func newRig(t *testing.T, store *state.Store, p int32, parts int, ops ...Op) *rig {
-	t.Helper()
-	return newRigIn(t, store, p, parts, state.Scope("s", p), ops...)
-}
-
-// newRigIn is newRig with the task's state under scope ("": the stream's
-// name, unscoped).
-func newRigIn(t *testing.T, store *state.Store, p int32, parts int, scope string, ops ...Op) *rig {
-	t.Helper()
-	if store == nil {
-		var err error
-		if store, err = state.Open(t.TempDir(), nil); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-	}
-	r := &rig{t: t, store: store, out: &memOut{}, ops: ops, now: time.Unix(1000, 0)}
-	metas, err := store.Partitions("s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.env = &Env{Name: "s", State: "s", Scope: scope, Partition: p, Partitions: parts, Restored: metas[p], Store: store, Out: r.out,
-		Metrics: NewMetrics(prometheus.NewRegistry()), Counts: &TaskCounts{}, Now: func() time.Time { return r.now },
-		Log: slog.New(slog.DiscardHandler)}
-	r.task = &task{ops: ops}
-	for _, op := range ops {
-		if err := op.Open(context.Background(), r.env); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return r
-}
-
-// feed pushes records through the chain.
-func (r *rig) feed(recs []*kafkaio.Record) {
-	r.t.Helper()
-	if err := r.task.push(context.Background(), 0, &Batch{Partition: r.env.Partition, Recs: recs}); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-// watermark gives every operator the watermark, as a commit does.
-func (r *rig) watermark(wm int64, flush bool) {
-	r.t.Helper()
-	w := Watermark{WM: wm, Has: true, Flush: flush, Idle: flush, Now: r.now}
-	for i, op := range r.ops {
-		out, err := op.OnWatermark(context.Background(), w)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		if err := r.task.push(context.Background(), i+1, out); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-}
-
-// commit writes the operators' state, as the task's commit does.
-func (r *rig) commit(next int64) *Commit {
-	r.t.Helper()
-	c := &Commit{State: r.store.NewScopedBatch("s", r.env.Partition), Offset: next}
-	if r.env.Scope == "" {
-		c.State = r.store.NewBatch("s")
-	}
-	defer c.State.Close()
-	for _, op := range r.ops {
-		if err := op.Commit(context.Background(), c); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	meta := state.PartitionMeta{Offset: c.Offset, Closed: c.Closed, HasClosed: c.HasClosed, Applied: c.Applied}
-	if err := c.State.PutPartition(r.env.Partition, meta); err != nil {
-		r.t.Fatal(err)
-	}
-	if r.changelog != nil {
-		if err := c.State.EachChange(func(k, v []byte) error {
-			*r.changelog = append(*r.changelog, state.Change{Key: bytes.Clone(k), Value: bytes.Clone(v)})
-			return nil
-		}); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	if err := c.State.Commit(); err != nil {
-		r.t.Fatal(err)
-	}
-	return c
-}
-
-var evSource = &catalog.Source{Name: "ev", Topic: "ev", PartitionKey: "k", OnError: streamplan.OnErrorFail,
-	Schema:    types.Schema{{Name: "k", Type: types.Text}, {Name: "u", Type: types.Text}, {Name: "v", Type: types.Int}, {Name: "ts", Type: types.Timestamp}},
-	Watermark: &catalog.Watermark{Column: "ts"}}
-
-func evRelation(src *catalog.Source) *catalog.Relation {
-	return &catalog.Relation{Name: src.Name, Topic: src.Topic, Schema: src.Schema, PartitionKey: src.PartitionKey, Watermark: src.Watermark, Source: src}
-}
-
-type resolver map[string]*catalog.Relation
-
-func (r resolver) Relation(name string) (*catalog.Relation, bool) { rel, ok := r[name]; return rel, ok }
-
-// planOf plans a CREATE STREAM over evSource.
-func planOf(t *testing.T, text, strategy string) *planner.Plan {
-	t.Helper()
-	stmt, err := sql.Parse(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := stmt.(*sql.CreateStream)
-	requested := streamplan.StrategyAuto
-	if strategy != "" {
-		if requested, err = streamplan.ParseStrategy(strategy); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, err := planner.BuildStream(resolver{"ev": evRelation(evSource)}, cs.Query, text, requested)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// ev makes records of partition p from (k, u, v, second) rows, at
-// offsets from off.
-func ev(p int32, off int64, rows ...string) []*kafkaio.Record {
-	var out []*kafkaio.Record
-	for i, row := range rows {
-		f := strings.Split(row, ",")
-		var v, sec int64
-		fmt.Sscan(f[2], &v)
-		fmt.Sscan(f[3], &sec)
-		val, _ := json.Marshal(map[string]any{"k": f[0], "u": f[1], "v": v, "ts": sec * 1000})
-		out = append(out, &kafkaio.Record{Topic: "ev", Partition: p, Offset: off + int64(i), Key: []byte(f[0]), Value: val})
-	}
-	return out
-}
-
-// values decodes produced JSON values.
-func values(t *testing.T, recs []*kafkaio.Record) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, r := range recs {
-		var m map[string]any
-		if err := json.Unmarshal(r.Value, &m); err != nil {
-			t.Fatalf("%s: %v", r.Value, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-const tumbleSQL = `CREATE STREAM s AS SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
-	FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)`
-
-func aggChain(p *planner.Plan, late string, emitEvery time.Duration) []Op {
-	schema := p.Output
-	if emitEvery > 0 {
-		schema = append(append(types.Schema{}, schema...), types.Field{Name: "is_final", Type: types.Bool})
-	}
-	return []Op{
-		&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx, CountIn: true, DLQ: func(context.Context, string) int { return 1 }},
-		&HashAgg{Plan: p, LateDataTopic: late, EmitEvery: emitEvery, DLQ: func(context.Context, string) int { return 1 }},
-		&Project{Filter: p.Having, Exprs: p.Project, AddFinal: emitEvery > 0},
-		&Sink{Topic: "out", Partitions: 4, Schema: schema},
-	}
-}
-
 func TestSourceOnError(t *testing.T) {
-	bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
 	for _, policy := range []string{"fail", "skip", "dlq"} {
+		bad := &kafkaio.Record{Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
 		src := *evSource
 		src.OnError, src.DLQTopic = onErrorOf(t, policy), "ev.dlq"
-		op := &Source{Input: evRelation(&src), TimeIdx: 3, CountIn: true, DLQ: func(context.Context, string) int { return 1 }}
-		r := newRig(t, nil, 0, 1, op)
-		recs := append(ev(0, 0, "a,x,1,5", "b,y,2,7"), bad)
-		out, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: recs})
+		h := evHarness(t, 1, chain(func() []Op {
+			return []Op{&Source{Input: evRelation(&src), TimeIdx: 3, CountIn: true, DLQ: dlqOne}}
+		}))
+		task := h.Task(0)
+		err := task.TryPush(append(ev(0, 0, "a,x,1,5", "b,y,2,7"), bad)...)
 		switch policy {
 		case "fail":
 			if err == nil || !strings.Contains(err.Error(), "ev/0 offset 2") {
 				t.Fatalf("fail: %v, want an error naming ev/0 offset 2", err)
 			}
 			continue
+		}
+		task.Commit() // what it produced reaches Kafka
+		switch policy {
 		case "skip":
-			if r.env.Counts.Skipped.Load() != 1 || len(r.out.recs) != 0 {
-				t.Fatalf("skip: skipped %d, produced %d", r.env.Counts.Skipped.Load(), len(r.out.recs))
+			if n := task.Counts().Skipped; n != 1 || len(task.Take()) != 0 {
+				t.Fatalf("skip: skipped %d, produced something", n)
 			}
 		case "dlq":
-			dl := r.out.take()
-			if len(dl) != 1 || dl[0].Topic != "ev.dlq" || string(dl[0].Value) != string(bad.Value) || r.env.Counts.DLQ.Load() != 1 {
+			dl := task.Take()
+			if len(dl) != 1 || dl[0].Topic != "ev.dlq" || string(dl[0].Value) != string(bad.Value) || task.Counts().DLQ != 1 {
 				t.Fatalf("dlq: %d dead letters %+v", len(dl), dl)
 			}
 		}
-		if err != nil || out.Data.N != 2 || !out.HasTime || out.MaxTime != 7000 || r.env.Counts.In.Load() != 3 {
-			t.Fatalf("%s: %v, %d rows, max time %d/%v", policy, err, out.Data.N, out.MaxTime, out.HasTime)
+		outs := task.Batches()
+		if err != nil || len(outs) != 1 {
+			t.Fatalf("%s: %v, %d batches out", policy, err, len(outs))
+		}
+		if out := outs[0]; out.Data.N != 2 || !out.HasTime || out.MaxTime != 7000 || task.Counts().In != 3 {
+			t.Fatalf("%s: %d rows, max time %d/%v, %d in", policy, out.Data.N, out.MaxTime, out.HasTime, task.Counts().In)
 		}
 	}
 }
 
 func TestHashAggClosesOnWatermark(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	r := newRig(t, nil, 0, 1, aggChain(p, "", 0)...)
-	r.feed(ev(0, 0, "a,x,1,1", "a,x,2,9", "b,x,5,3", "a,x,7,12"))
-	r.watermark(9_000, false)
-	if got := r.out.take(); len(got) != 0 {
+	task := evHarness(t, 1, chain(func() []Op { return aggChain(p, "", 0) })).Task(0)
+	task.Push(0, "a,x,1,1", "a,x,2,9", "b,x,5,3", "a,x,7,12")
+	task.Advance(9_000)
+	if got := task.Take(); len(got) != 0 {
 		t.Fatalf("window [0,10) closed at watermark 9 s: %v", values(t, got))
 	}
-	r.watermark(10_000, false)
-	got := values(t, r.out.take())
+	task.Advance(10_000)
+	got := values(t, task.Take())
 	if len(got) != 2 || got[0]["n"].(float64)+got[1]["n"].(float64) != 3 {
 		t.Fatalf("panes at 10 s: %v", got)
 	}
 	// A row for a closed window is late: dropped and counted.
-	r.feed(ev(0, 4, "a,x,1,2"))
-	if r.env.Counts.Late.Load() != 1 {
-		t.Fatalf("late rows %d, want 1", r.env.Counts.Late.Load())
+	task.Push(4, "a,x,1,2")
+	if late := task.Counts().Late; late != 1 {
+		t.Fatalf("late rows %d, want 1", late)
 	}
-	r.watermark(10_000, false)
-	if got := r.out.take(); len(got) != 0 {
+	task.Advance(10_000)
+	if got := task.Take(); len(got) != 0 {
 		t.Fatalf("a late row made a pane: %v", values(t, got))
+	}
+}
+
+// keysOf finds two keys of each of parts partitions (murmur2).
+func keysOf(parts int) map[int32][]string {
+	keys := map[int32][]string{}
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("key%d", i)
+		q := state.PartitionFor([]byte(k), parts)
+		keys[q] = append(keys[q], k)
+		done := true
+		for p := range parts {
+			done = done && len(keys[int32(p)]) >= 2
+		}
+		if done {
+			return keys
+		}
 	}
 }
 
 func TestHashAggRestoresItsGroups(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	store, err := state.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	keys := map[int32][]string{}
-	for i := 0; len(keys[0]) < 2 || len(keys[1]) < 2; i++ {
-		k := fmt.Sprintf("key%d", i)
-		q := state.PartitionFor([]byte(k), 2)
-		keys[q] = append(keys[q], k)
-	}
+	h := evHarness(t, 2, chain(func() []Op { return aggChain(p, "", 0) }))
+	keys := keysOf(2)
 	// Two tasks of a 2-partition input write their own groups.
 	for q := int32(0); q < 2; q++ {
-		r := newRig(t, store, q, 2, aggChain(p, "", 0)...)
-		r.feed(ev(q, 0, keys[q][0]+",x,1,1", keys[q][1]+",x,2,2"))
-		r.watermark(5_000, false)
-		r.commit(2)
+		task := h.Task(q)
+		task.Push(0, keys[q][0]+",x,1,1", keys[q][1]+",x,2,2")
+		task.Advance(5_000)
 	}
 	// Restarted, task 1 restores only its own groups, and its window
 	// closes with the restored counts.
-	r := newRig(t, store, 1, 2, aggChain(p, "", 0)...)
-	if r.env.Restored.Offset != 2 || !r.env.Restored.HasClosed || r.env.Restored.Closed != 5_000 {
-		t.Fatalf("restored %+v", r.env.Restored)
+	h.Restart()
+	task := h.Task(1)
+	if r := task.Env().Restored; r.Offset != 2 || !r.HasClosed || r.Closed != 5_000 {
+		t.Fatalf("restored %+v", r)
 	}
-	r.feed(ev(1, 2, keys[1][0]+",x,10,3"))
-	r.watermark(20_000, false)
-	got := values(t, r.out.take())
+	task.Push(2, keys[1][0]+",x,10,3")
+	task.Advance(20_000)
+	got := values(t, task.Take())
 	if len(got) != 2 {
 		t.Fatalf("task 1 emitted %v, want its 2 keys only", got)
 	}
@@ -317,12 +132,13 @@ func TestHashAggRestoresItsGroups(t *testing.T) {
 
 func TestHashAggLateRowsRouted(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	r := newRig(t, nil, 0, 1, aggChain(p, "late", 0)...)
-	r.feed(ev(0, 0, "a,x,1,1"))
-	r.watermark(15_000, false)
-	r.out.take()
-	r.feed(ev(0, 1, "a,x,1,3"))
-	got := r.out.take()
+	task := evHarness(t, 1, chain(func() []Op { return aggChain(p, "late", 0) })).Task(0)
+	task.Push(0, "a,x,1,1")
+	task.Advance(15_000)
+	task.Take()
+	task.Push(1, "a,x,1,3")
+	task.Commit()
+	got := task.Take()
 	if len(got) != 1 || got[0].Topic != "late" {
 		t.Fatalf("late routing produced %+v", got)
 	}
@@ -337,23 +153,24 @@ func TestHashAggLateRowsRouted(t *testing.T) {
 
 func TestHashAggEarlyFires(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	r := newRig(t, nil, 0, 1, aggChain(p, "", time.Second)...)
-	agg := r.ops[1].(*HashAgg)
-	r.feed(ev(0, 0, "a,x,1,1"))
-	if agg.Due(r.now) {
+	h := evHarness(t, 1, chain(func() []Op { return aggChain(p, "", time.Second) }))
+	task := h.Task(0)
+	agg := task.Ops()[1].(*HashAgg)
+	task.Push(0, "a,x,1,1")
+	if agg.Due(h.Now()) {
 		t.Fatal("an early fire is due at once")
 	}
-	r.now = r.now.Add(time.Second)
-	if !agg.Due(r.now) {
+	h.Elapse(time.Second)
+	if !agg.Due(h.Now()) {
 		t.Fatal("no early fire due after the interval")
 	}
-	r.watermark(0, false)
-	got := values(t, r.out.take())
+	task.Advance(0)
+	got := values(t, task.Take())
 	if len(got) != 1 || got[0]["is_final"] != false || got[0]["n"].(float64) != 1 {
 		t.Fatalf("early fire %v", got)
 	}
-	r.watermark(10_000, false)
-	got = values(t, r.out.take())
+	task.Advance(10_000)
+	got = values(t, task.Take())
 	if len(got) != 1 || got[0]["is_final"] != true {
 		t.Fatalf("final pane %v", got)
 	}
@@ -361,19 +178,19 @@ func TestHashAggEarlyFires(t *testing.T) {
 
 func TestHashAggUpsert(t *testing.T) {
 	p := planOf(t, `CREATE STREAM s AS SELECT k, SUM(v) AS total FROM ev GROUP BY k HAVING SUM(v) > 2`, "auto")
-	ops := []Op{&Source{Input: p.Input, TimeIdx: -1}, &HashAgg{Plan: p}, &Project{Filter: p.Having, Exprs: p.Project},
-		&Sink{Topic: "out", Partitions: 3, Schema: p.Output}}
-	r := newRig(t, nil, 0, 1, ops...)
-	r.feed(ev(0, 0, "a,x,1,1", "b,x,5,1", "a,x,1,2"))
-	r.watermark(0, false)
-	got := r.out.take()
+	task := evHarness(t, 1, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: -1}, &HashAgg{Plan: p}, &Project{Filter: p.Having, Exprs: p.Project},
+			&Sink{Topic: "out", Partitions: 3, Schema: p.Output}}
+	})).Task(0)
+	task.Push(0, "a,x,1,1", "b,x,5,1", "a,x,1,2")
+	task.Advance(0)
+	got := task.Take()
 	if len(got) != 1 || string(got[0].Key) != "b" || got[0].Partition != state.PartitionFor([]byte("b"), 3) {
 		t.Fatalf("upsert output %+v", got)
 	}
-	r.commit(3)
-	r.feed(ev(0, 3, "a,x,1,3"))
-	r.watermark(0, false)
-	got = r.out.take()
+	task.Push(3, "a,x,1,3")
+	task.Advance(0)
+	got = task.Take()
 	if len(got) != 1 || string(got[0].Key) != "a" || values(t, got)[0]["total"].(float64) != 3 {
 		t.Fatalf("changed group a: %+v", got)
 	}
@@ -382,17 +199,20 @@ func TestHashAggUpsert(t *testing.T) {
 func TestSinkPlacement(t *testing.T) {
 	schema := types.Schema{{Name: "k", Type: types.Text}, {Name: "n", Type: types.Int}}
 	for _, mk := range []string{"", "k"} {
-		op := &Sink{Topic: "out", Partitions: 5, Schema: schema, MessageKey: mk}
-		r := newRig(t, nil, 2, 4, op)
+		task := evHarness(t, 4, chain(func() []Op {
+			return []Op{&Sink{Topic: "out", Partitions: 5, Schema: schema, MessageKey: mk}}
+		})).Task(2)
 		rows := [][]any{{"a", int64(1)}, {nil, int64(2)}, {"c", int64(3)}}
 		keys := [][]byte{[]byte("z"), nil, nil}
-		if _, err := op.Process(context.Background(), &Batch{Rows: rows, Keys: keys}); err != nil {
-			t.Fatal(err)
-		}
-		got := r.out.take()
+		task.Process(&Batch{Rows: rows, Keys: keys})
+		task.Commit()
+		got := task.Take()
 		want := []string{"z", "", ""}
 		if mk == "k" {
 			want = []string{"a", "", "c"}
+		}
+		if len(got) != 3 {
+			t.Fatalf("message_key %q: %d records, want 3", mk, len(got))
 		}
 		for i, rec := range got {
 			if string(rec.Key) != want[i] {
@@ -402,20 +222,27 @@ func TestSinkPlacement(t *testing.T) {
 				t.Fatalf("row %d on partition %d, murmur2 says %d", i, rec.Partition, state.PartitionFor(rec.Key, 5))
 			}
 		}
-		if r.env.Counts.Out.Load() != 3 {
-			t.Fatalf("records_out %d", r.env.Counts.Out.Load())
+		if out := task.Counts().Out; out != 3 {
+			t.Fatalf("records_out %d", out)
 		}
 	}
 }
 
 func TestExchangeRekeysAndMarks(t *testing.T) {
 	src := *evSource
-	ops := []Op{&Source{Input: evRelation(&src), TimeIdx: 3}, &Exchange{Topic: "rep", Partitions: 4, Col: 1}}
-	r := newRig(t, nil, 1, 2, ops...)
+	task := evHarness(t, 2, chain(func() []Op {
+		return []Op{&Source{Input: evRelation(&src), TimeIdx: 3}, &Exchange{Topic: "rep", Partitions: 4, Col: 1}}
+	})).Task(1)
+	task.Take() // what its first commit sent (markers without a time)
 	in := ev(1, 0, "a,u1,1,1", "b,u2,2,2")
-	in = append(in, &kafkaio.Record{Topic: "ev", Partition: 1, Offset: 2, Value: []byte(`{"k": "c", "u": null, "v": 3, "ts": 3000}`)})
-	r.feed(in)
-	got := r.out.take()
+	in = append(in, &kafkaio.Record{Offset: 2, Value: []byte(`{"k": "c", "u": null, "v": 3, "ts": 3000}`)})
+	task.PushRecords(in...)
+	task.Commit() // before the scripted watermark has a time
+	out := task.Take()
+	if early, err := out.Markers(); err != nil || len(early) != 4 || early[0].HasTime {
+		t.Fatalf("markers of the commit before the watermark: %+v (%v), want 4 without a time", early, err)
+	}
+	got := out.Data()
 	if len(got) != 3 {
 		t.Fatalf("%d records re-emitted", len(got))
 	}
@@ -427,78 +254,85 @@ func TestExchangeRekeysAndMarks(t *testing.T) {
 	if got[2].Key != nil || got[2].Partition != 0 {
 		t.Fatalf("a NULL key goes unkeyed to partition 0: %+v", got[2])
 	}
-	r.watermark(2_000, false)
-	marks := r.out.take()
-	if len(marks) != 4 {
-		t.Fatalf("%d markers, want one per internal partition", len(marks))
+	task.Advance(2_000)
+	marks, err := task.Take().Markers()
+	if err != nil || len(marks) != 4 {
+		t.Fatalf("%d markers (%v), want one per internal partition", len(marks), err)
 	}
 	for q, m := range marks {
-		v, ok := markerOf(m)
-		mk, err := shuffle.DecodeMarker(v)
-		if !ok || err != nil || int(m.Partition) != q || mk.Source != 1 || mk.MaxTime != 2_000 || !mk.HasTime {
-			t.Fatalf("marker %d: %+v %+v", q, m, mk)
+		if int(m.Partition) != q || m.Source != 1 || m.MaxTime != 2_000 || !m.HasTime {
+			t.Fatalf("marker %d: %+v", q, m)
 		}
 	}
 }
 
+// combineSQL is a combine's stream over ev.
+const combineSQL = `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`
+
+// mergeHarness runs a combine's merge stage over topic cmb of k (parts
+// partitions), its sources reporting.
+func mergeHarness(t testing.TB, p *planner.Plan, k *optest.Kafka, parts, sources int) *optest.Harness {
+	return optest.New(t, optest.Config{Name: "s", Topic: "cmb", Partitions: parts, Kafka: k, Ops: func(int32) []Op {
+		return []Op{&Markers{Sources: sources}, &HashAgg{Plan: p, Merge: true}, &Project{Exprs: p.Project},
+			&Sink{Topic: "out", Partitions: 1, Schema: p.Output}}
+	}})
+}
+
 func TestPartialAggShipsAndMerges(t *testing.T) {
-	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
-		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
-	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 2})
-	pre.feed(ev(0, 0, "a,u1,1,1", "b,u1,2,2", "c,u2,3,12"))
-	c := pre.commit(3)
-	if c.Offset != 0 || c.Applied != 3 {
+	p := planOf(t, combineSQL, "combine")
+	k := optest.NewKafka()
+	pre := evHarness(t, 1, func(c *optest.Config) { c.Name, c.Kafka = "pre", k }, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 2}}
+	})).Task(0)
+	pre.Push(0, "a,u1,1,1", "b,u1,2,2", "c,u2,3,12")
+	pre.Commit()
+	if c := pre.Committed(); c.Offset != 0 || c.Applied != 3 {
 		t.Fatalf("restart offset %d (applied %d): the unshipped windows' rows must be read again", c.Offset, c.Applied)
 	}
-	pre.watermark(10_000, false)
-	shipped := pre.out.take()
-	var partials, marks []*kafkaio.Record
-	for _, rec := range shipped {
-		if _, ok := markerOf(rec); ok {
-			marks = append(marks, rec)
-		} else {
-			partials = append(partials, rec)
-		}
+	pre.Take() // markers without a time
+	pre.Advance(10_000)
+	shipped := pre.Take()
+	partials, marks := shipped.Data(), len(shipped)-len(shipped.Data())
+	if len(partials) != 1 || marks != 2 {
+		t.Fatalf("%d partials and %d markers, want u1's [0,10) and a marker per internal partition", len(partials), marks)
 	}
-	if len(partials) != 1 || len(marks) != 2 {
-		t.Fatalf("%d partials and %d markers, want u1's [0,10) and a marker per internal partition", len(partials), len(marks))
-	}
-	if c := pre.commit(3); c.Offset != 2 {
+	if c := pre.Committed(); c.Offset != 2 {
 		t.Fatalf("restart offset %d after shipping [0,10): want 2, u2's row in [10,20)", c.Offset)
 	}
 	// The merge side: the partial, then markers; a redelivered partial
 	// after the close is dropped and counted as redelivered.
 	q := partials[0].Partition
-	merge := newRig(t, nil, q, 2, &Markers{Sources: 1}, &HashAgg{Plan: p, Merge: true},
-		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
-	for i, rec := range append(partials, marks[q]) {
-		rec.Offset = int64(i)
+	mh := mergeHarness(t, p, k, 2, 1)
+	merge := mh.Task(q)
+	merge.Poll()
+	merge.Commit()
+	if wm := merge.Watermark(); !wm.Has || wm.WM != 10_000 {
+		t.Fatalf("merge watermark %+v", wm)
 	}
-	merge.feed(append(partials, marks[q]))
-	wm, ok := merge.ops[0].(*Markers).Time()
-	if !ok || wm != 10_000 {
-		t.Fatalf("merge watermark %d/%v", wm, ok)
-	}
-	merge.watermark(wm, false)
-	got := values(t, merge.out.take())
+	got := values(t, merge.Take())
 	if len(got) != 1 || got[0]["u"] != "u1" || got[0]["n"].(float64) != 2 || got[0]["total"].(float64) != 3 {
 		t.Fatalf("merged panes %v", got)
 	}
-	merge.feed(partials)
-	merge.watermark(wm, false)
-	dropped := testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s"))
-	if got := merge.out.take(); len(got) != 0 || dropped != 1 || merge.env.Counts.Late.Load() != 0 {
+	k.Append(partials...)
+	merge.Poll()
+	merge.Commit()
+	dropped := testutil.ToFloat64(mh.Metrics().CombineLatePartials.WithLabelValues("s"))
+	if got := merge.Take(); len(got) != 0 || dropped != 1 || merge.Counts().Late != 0 {
 		t.Fatalf("a redelivered partial: %d panes, %v counted in turbine_combine_late_partials_total (want 1), %d late rows (want 0: it is a copy, not a late row)",
-			len(got), dropped, merge.env.Counts.Late.Load())
+			len(got), dropped, merge.Counts().Late)
 	}
 }
 
 func TestProjectFiltersKeysAlong(t *testing.T) {
 	p := planOf(t, `CREATE STREAM s AS SELECT k, v * 2 AS dbl FROM ev WHERE v > 1`, "auto")
-	r := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: -1}, &Project{Filter: p.Filter, Exprs: p.Project},
-		&Sink{Topic: "out", Partitions: 1, Schema: p.Output})
-	r.feed(ev(0, 0, "a,x,1,1", "b,x,2,1", "c,x,3,1"))
-	got := values(t, r.out.take())
+	task := evHarness(t, 1, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: -1}, &Project{Filter: p.Filter, Exprs: p.Project},
+			&Sink{Topic: "out", Partitions: 1, Schema: p.Output}}
+	})).Task(0)
+	task.Push(0, "a,x,1,1", "b,x,2,1", "c,x,3,1")
+	task.Commit()
+	got := values(t, task.Take())
 	if len(got) != 2 || got[0]["dbl"].(float64) != 4 || got[1]["dbl"].(float64) != 6 {
 		t.Fatalf("projected %v", got)
 	}
@@ -508,35 +342,47 @@ func TestProjectFiltersKeysAlong(t *testing.T) {
 // again after a crash (same source partition and offset) are dropped, also
 // after the reader itself restarts from its committed state.
 func TestMarkersApplyEachSourceRecordOnce(t *testing.T) {
-	store, err := state.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	copyOf := func(off int64, src int32, srcOff int64) *kafkaio.Record {
-		return &kafkaio.Record{Topic: "rep", Partition: 0, Offset: off, Value: []byte(fmt.Sprint(srcOff)),
+		return &kafkaio.Record{Offset: off, Value: []byte(fmt.Sprint(srcOff)),
 			Headers: []kafkaio.Header{{Key: SourceHeader, Value: EncodeSource(src, srcOff)}}}
 	}
-	m := &Markers{Sources: 2}
-	r := newRig(t, store, 0, 1, m)
-	out, err := m.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(0, 0, 10), copyOf(1, 1, 5), copyOf(2, 0, 11)}})
-	if err != nil || len(out.Recs) != 3 {
-		t.Fatalf("first copies: %v, %d passed", err, len(out.Recs))
+	h := optest.New(t, optest.Config{Topic: "rep", Ops: func(int32) []Op { return []Op{&Markers{Sources: 2}} }})
+	task := h.Task(0)
+	passed := func() []string {
+		t.Helper()
+		var out []string
+		for _, b := range task.Batches() {
+			for _, r := range b.Recs {
+				out = append(out, string(r.Value))
+			}
+		}
+		return out
 	}
-	r.commit(3)
+	task.PushRecords(copyOf(0, 0, 10), copyOf(1, 1, 5), copyOf(2, 0, 11))
+	if got := passed(); len(got) != 3 {
+		t.Fatalf("first copies: passed %v", got)
+	}
+	task.Commit()
 	// The hop restarted from source offset 10 of partition 0: 10 and 11 come
 	// again, then 12 is new.
-	out, err = m.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12)}})
-	if err != nil || len(out.Recs) != 1 || string(out.Recs[0].Value) != "12" {
-		t.Fatalf("after the hop's restart: %v, passed %v", err, out)
+	task.PushRecords(copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12))
+	if got := passed(); len(got) != 1 || got[0] != "12" {
+		t.Fatalf("after the hop's restart: passed %v", got)
 	}
-	// The reader restarts from its commit (offset 3): the same holds.
-	m2 := &Markers{Sources: 2}
-	newRig(t, store, 0, 1, m2)
-	out, err = m2.Process(context.Background(), &Batch{Recs: []*kafkaio.Record{copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12), copyOf(6, 1, 5), copyOf(7, 1, 6)}})
-	if err != nil || len(out.Recs) != 2 || string(out.Recs[0].Value) != "12" || string(out.Recs[1].Value) != "6" {
-		t.Fatalf("after the reader's restart: %v, passed %d", err, len(out.Recs))
+	// The reader crashes and restarts from its commit (offset 3): the same
+	// holds.
+	h.Crash()
+	task.PushRecords(copyOf(3, 0, 10), copyOf(4, 0, 11), copyOf(5, 0, 12), copyOf(6, 1, 5), copyOf(7, 1, 6))
+	if got := passed(); len(got) != 2 || got[0] != "12" || got[1] != "6" {
+		t.Fatalf("after the reader's restart: passed %v", got)
 	}
+}
+
+// marker is a watermark marker of source partition src, to partition 0 of
+// topic cmb.
+func marker(src int32, wm int64) *kafkaio.Record {
+	m := shuffle.Marker{Source: src, MaxTime: wm, HasTime: true}
+	return &kafkaio.Record{Topic: "cmb", Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: m.Encode(nil)}}}
 }
 
 // TestCombineShipsAgainAfterACrash: a pre-aggregation that shipped a
@@ -545,70 +391,66 @@ func TestMarkersApplyEachSourceRecordOnce(t *testing.T) {
 // behind), keeps the latest partial of each source, so the pane counts
 // each row once.
 func TestCombineShipsAgainAfterACrash(t *testing.T) {
-	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
-		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
-	store, err := state.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	preChain := func() []Op {
+	p := planOf(t, combineSQL, "combine")
+	k := optest.NewKafka()
+	merge := mergeHarness(t, p, k, 1, 2).Task(0)
+	k.Append(marker(1, 5_000)) // source 1 is behind [0, 10)
+
+	ph := evHarness(t, 1, func(c *optest.Config) { c.Name, c.Kafka = "pre", k }, chain(func() []Op {
 		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	}))
+	pre := ph.Task(0)
+	pre.Push(0, "a,u1,1,1", "b,u1,2,2")
+	pre.Commit() // [0, 10) not shipped: restart at 0, read up to 2
+	pre.Push(2, "c,u1,4,12")
+	// Ships [0, 10), then crashes: Kafka has the partials, the state does
+	// not know.
+	k.FailCommit(errors.New("crash"))
+	if err := func() error { ph.Elapse(0); return tryAdvance(pre, 12_000) }(); err == nil {
+		t.Fatal("the commit did not fail")
 	}
-	merge := newRig(t, nil, 0, 1, &Markers{Sources: 2}, &HashAgg{Plan: p, Merge: true},
-		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
-	off := int64(0)
-	deliver := func(recs []*kafkaio.Record) {
-		for _, r := range recs {
-			r.Partition, r.Offset = 0, off
-			off++
-		}
-		merge.feed(recs)
+	if shipped := pre.Take().Data(); len(shipped) != 1 {
+		t.Fatalf("%d partials shipped before the crash, want [0, 10)'s", len(shipped))
 	}
-	marker := func(src int32, wm int64) *kafkaio.Record {
-		m := shuffle.Marker{Source: src, MaxTime: wm, HasTime: true}
-		return &kafkaio.Record{Topic: "cmb", Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: m.Encode(nil)}}}
+	ph.Crash()
+	pre.Poll() // from offset 0 again
+	pre.Advance(12_000)
+	if again := pre.Take().Data(); len(again) != 1 {
+		t.Fatalf("%d partials shipped after the restart, want [0, 10)'s again", len(again))
 	}
-	deliver([]*kafkaio.Record{marker(1, 5_000)}) // source 1 is behind [0, 10)
 
-	pre := newRig(t, store, 0, 1, preChain()...)
-	pre.feed(ev(0, 0, "a,u1,1,1", "b,u1,2,2"))
-	pre.commit(2) // [0, 10) not shipped: restart at 0, read up to 2
-	pre.feed(ev(0, 2, "c,u1,4,12"))
-	pre.watermark(12_000, false) // ships [0, 10), then crashes: no commit
-	deliver(pre.out.take())
-
-	again := newRig(t, store, 0, 1, preChain()...)
-	again.feed(ev(0, 0, "a,u1,1,1", "b,u1,2,2", "c,u1,4,12"))
-	again.watermark(12_000, false)
-	deliver(again.out.take())
-
-	deliver([]*kafkaio.Record{marker(1, 20_000)})
-	wm, ok := merge.ops[0].(*Markers).Time()
-	if !ok || wm != 12_000 {
-		t.Fatalf("merge watermark %d/%v", wm, ok)
+	k.Append(marker(1, 20_000))
+	merge.Poll()
+	merge.Commit()
+	if wm := merge.Watermark(); !wm.Has || wm.WM != 12_000 {
+		t.Fatalf("merge watermark %+v", wm)
 	}
-	merge.watermark(wm, false)
-	got := values(t, merge.out.take())
+	got := values(t, merge.Take())
 	if len(got) != 1 || got[0]["n"].(float64) != 2 || got[0]["total"].(float64) != 3 {
 		t.Fatalf("pane %v, want u1 n 2 total 3: a repeated ship counted once", got)
 	}
+}
+
+// tryAdvance sets a scripted watermark and commits, returning the failure.
+func tryAdvance(task *optest.Task, wm int64) error {
+	task.SetWatermark(wm)
+	return task.TryCommit()
 }
 
 // A row without an event time (NULL, or the field missing) goes through
 // on_error with 22004, under its own metric series; the rows around it
 // keep their order and their record indexes.
 func TestSourceNullEventTime(t *testing.T) {
-	nullTS := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 1, Value: []byte(`{"k": "a", "u": "x", "v": 3, "ts": null}`)}
-	noTS := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "b", "u": "y", "v": 4}`)}
 	for _, policy := range []string{"fail", "skip", "dlq"} {
+		nullTS := &kafkaio.Record{Offset: 1, Value: []byte(`{"k": "a", "u": "x", "v": 3, "ts": null}`)}
+		noTS := &kafkaio.Record{Offset: 2, Value: []byte(`{"k": "b", "u": "y", "v": 4}`)}
 		src := *evSource
 		src.OnError, src.DLQTopic = onErrorOf(t, policy), "ev.dlq"
-		op := &Source{Input: evRelation(&src), TimeIdx: 3, NeedsSeq: true, CountIn: true, TimeRequired: true, TimeRequiredIdx: 3,
-			DLQ: func(context.Context, string) int { return 1 }}
-		r := newRig(t, nil, 0, 1, op)
-		recs := []*kafkaio.Record{ev(0, 0, "a,x,1,5")[0], nullTS, noTS, ev(0, 3, "c,z,2,7")[0]}
-		out, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: recs})
+		h := evHarness(t, 1, chain(func() []Op {
+			return []Op{&Source{Input: evRelation(&src), TimeIdx: 3, NeedsSeq: true, CountIn: true, TimeRequired: true, TimeRequiredIdx: 3, DLQ: dlqOne}}
+		}))
+		task := h.Task(0)
+		err := task.TryPush(ev(0, 0, "a,x,1,5")[0], nullTS, noTS, ev(0, 3, "c,z,2,7")[0])
 		if policy == "fail" {
 			var se *sql.Error
 			if !errors.As(err, &se) || se.Code != CodeNullValueNotAllowed || !strings.Contains(err.Error(), "ev/0 offset 1") {
@@ -616,29 +458,50 @@ func TestSourceNullEventTime(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || out.Data.N != 2 || out.Src[0] != 0 || out.Src[1] != 3 || out.Data.Cols[2].I[1] != 2 {
-			t.Fatalf("%s: %v, rows %d, src %v", policy, err, out.Data.N, out.Src)
+		outs := task.Batches()
+		if err != nil || len(outs) != 1 {
+			t.Fatalf("%s: %v, %d batches", policy, err, len(outs))
+		}
+		out := outs[0]
+		if out.Data.N != 2 || out.Src[0] != 0 || out.Src[1] != 3 || out.Data.Cols[2].I[1] != 2 {
+			t.Fatalf("%s: rows %d, src %v", policy, out.Data.N, out.Src)
 		}
 		if seq := out.Data.Cols[len(out.Data.Cols)-1]; seq.I[1] != 3<<10 {
 			t.Fatalf("%s: seq of the second row %d, want offset 3's", policy, seq.I[1])
 		}
-		got := testutil.ToFloat64(r.env.Metrics.NullEventTime.WithLabelValues("s", policy))
-		decode := testutil.ToFloat64(r.env.Metrics.DecodeErrors.WithLabelValues("s", policy))
+		got := testutil.ToFloat64(h.Metrics().NullEventTime.WithLabelValues("s", policy))
+		decode := testutil.ToFloat64(h.Metrics().DecodeErrors.WithLabelValues("s", policy))
 		if got != 2 || decode != 0 {
 			t.Fatalf("%s: null_event_time %v, decode_errors %v", policy, got, decode)
 		}
+		task.Commit()
 		switch policy {
 		case "skip":
-			if r.env.Counts.Skipped.Load() != 2 || len(r.out.recs) != 0 {
-				t.Fatalf("skip: skipped %d, produced %d", r.env.Counts.Skipped.Load(), len(r.out.recs))
+			if n := task.Counts().Skipped; n != 2 || len(task.Take()) != 0 {
+				t.Fatalf("skip: skipped %d, or produced something", n)
 			}
 		case "dlq":
-			dl := r.out.take()
-			if len(dl) != 2 || string(dl[0].Value) != string(nullTS.Value) || string(dl[1].Value) != string(noTS.Value) || r.env.Counts.DLQ.Load() != 2 {
+			dl := task.Take()
+			if len(dl) != 2 || string(dl[0].Value) != string(nullTS.Value) || string(dl[1].Value) != string(noTS.Value) || task.Counts().DLQ != 2 {
 				t.Fatalf("dlq: %d dead letters", len(dl))
 			}
 		}
 	}
+}
+
+// partialWindows decodes the windows of the partials in o (markers left
+// out).
+func partialWindows(t *testing.T, o optest.Output) []int64 {
+	t.Helper()
+	var out []int64
+	for _, rec := range o.Data() {
+		_, _, w, _, err := DecodePartial(rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // A HOP pre-aggregation ships slices (gcd of slide and size) at the
@@ -651,41 +514,22 @@ func TestPartialAggHopShipsSlices(t *testing.T) {
 	if p.Strategy != streamplan.StrategyCombine || p.Rule != "KeylessCombine" {
 		t.Fatalf("plan %s (%s), want a keyless combine", p.Strategy, p.Rule)
 	}
-	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
-	pre.feed(ev(0, 0, "a,x,1,1", "b,x,1,2", "c,x,1,6"))
-	pre.watermark(5_000, false)
-	var slices []int64
-	for _, rec := range pre.out.take() {
-		if _, ok := markerOf(rec); ok {
-			continue
-		}
-		_, _, w, _, err := DecodePartial(rec.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices = append(slices, w)
-	}
-	if len(slices) != 1 || slices[0] != 0 {
+	pre := evHarness(t, 1, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	})).Task(0)
+	pre.Push(0, "a,x,1,1", "b,x,1,2", "c,x,1,6")
+	pre.Advance(5_000)
+	if slices := partialWindows(t, pre.Take()); len(slices) != 1 || slices[0] != 0 {
 		t.Fatalf("shipped slices %v at watermark 5 s, want [0]: slice [0,5) only, [5,10) is open", slices)
 	}
 	// 00:00:03 belongs to slice [0,5), shipped; window [0,10) is still open.
-	pre.feed(ev(0, 3, "d,x,1,3"))
-	if late := pre.env.Counts.Late.Load(); late != 1 {
+	pre.Push(3, "d,x,1,3")
+	if late := pre.Counts().Late; late != 1 {
 		t.Fatalf("late rows %d, want 1", late)
 	}
-	pre.watermark(10_000, false)
-	n := 0
-	for _, rec := range pre.out.take() {
-		if _, ok := markerOf(rec); !ok {
-			_, _, w, _, _ := DecodePartial(rec.Value)
-			if w != 5_000 {
-				t.Fatalf("shipped slice %d at watermark 10 s, want only 5000", w)
-			}
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d partials at watermark 10 s, want slice [5,10) once", n)
+	pre.Advance(10_000)
+	if slices := partialWindows(t, pre.Take()); len(slices) != 1 || slices[0] != 5_000 {
+		t.Fatalf("shipped slices %v at watermark 10 s, want slice [5,10) once", slices)
 	}
 }
 
@@ -694,38 +538,57 @@ func TestPartialAggHopShipsSlices(t *testing.T) {
 // transaction aborts, an at-least-once task fails before Kafka
 // acknowledged it), the claim is given back so the same record read again
 // (the stage restarted from its state) is written, not lost; once a commit
-// confirms it, the claim stands.
+// confirms it (an at-least-once task's is confirmed when Kafka
+// acknowledged it, even if the commit then fails), the claim stands, and
+// the record is dead-lettered once.
 func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
 	for _, exactlyOnce := range []bool{true, false} {
-		t.Run(fmt.Sprint("exactly_once=", exactlyOnce), func(t *testing.T) {
-			bad := &kafkaio.Record{Topic: "ev", Partition: 0, Offset: 2, Value: []byte(`{"k": "a", "v": "not a number"}`)}
-			src := *evSource
-			src.OnError, src.DLQTopic = streamplan.OnErrorDLQ, "ev.dlq"
-			letters := NewDeadLetters()
-			run := func() (*Source, *rig) {
-				op := &Source{Input: evRelation(&src), TimeIdx: 3, DLQ: func(context.Context, string) int { return 1 }, Letters: letters}
-				r := newRig(t, nil, 0, 1, op)
-				r.env.ExactlyOnce = exactlyOnce
-				if _, err := op.Process(context.Background(), &Batch{Partition: 0, Recs: []*kafkaio.Record{bad}}); err != nil {
-					t.Fatal(err)
+		for _, fault := range []string{"flush", "commit"} {
+			t.Run(fmt.Sprintf("exactly_once=%v/%s fails", exactlyOnce, fault), func(t *testing.T) {
+				bad := &kafkaio.Record{Offset: 0, Value: []byte(`{"k": "a", "v": "not a number"}`)}
+				src := *evSource
+				src.OnError, src.DLQTopic = streamplan.OnErrorDLQ, "ev.dlq"
+				letters := NewDeadLetters()
+				run := func() *optest.Harness {
+					return evHarness(t, 1, func(c *optest.Config) { c.ExactlyOnce = exactlyOnce }, chain(func() []Op {
+						return []Op{&Source{Input: evRelation(&src), TimeIdx: 3, DLQ: dlqOne, Letters: letters}}
+					}))
 				}
-				return op, r
-			}
-			op, r := run()
-			if n := len(r.out.take()); n != 1 {
-				t.Fatalf("first read: %d dead letters, want 1", n)
-			}
-			op.Abandoned()
-			op, r = run()
-			if n := len(r.out.take()); n != 1 {
-				t.Fatalf("read again after the failed commit: %d dead letters, want 1 (the first may never have reached the topic)", n)
-			}
-			op.Confirmed()
-			op.Abandoned() // nothing left to give back
-			if _, r = run(); len(r.out.take()) != 0 {
-				t.Fatal("a dead letter whose commit was confirmed was written again")
-			}
-		})
+				h := run()
+				task := h.Task(0)
+				task.PushRecords(bad)
+				if fault == "flush" {
+					h.Kafka().FailFlush(errors.New("the broker went away"))
+				} else {
+					h.Kafka().FailCommit(errors.New("the broker went away"))
+				}
+				if err := task.TryCommit(); err == nil {
+					t.Fatal("the commit did not fail")
+				}
+				first := len(task.Take().Topic("ev.dlq"))
+				// Only an at-least-once commit failing after its flush had
+				// the dead letter acknowledged.
+				acked := !exactlyOnce && fault == "commit"
+				if want := map[bool]int{true: 1, false: 0}[acked]; first != want {
+					t.Fatalf("first read: %d dead letters in Kafka, want %d", first, want)
+				}
+				h.Crash()
+				task.Poll() // the record, read again from the state's offset
+				task.Commit()
+				again := len(task.Take().Topic("ev.dlq"))
+				if first+again != 1 {
+					t.Fatalf("read again after the failed commit: %d dead letters, %d before: want the record once (the first may never have reached the topic)", again, first)
+				}
+				// Another stage reading the same record, after a commit
+				// confirmed the claim: nothing more.
+				other := run().Task(0)
+				other.PushRecords(bad)
+				other.Commit()
+				if n := len(other.Take()); n != 0 {
+					t.Fatalf("a dead letter whose commit was confirmed was written again (%d)", n)
+				}
+			})
+		}
 	}
 }
 
@@ -734,27 +597,28 @@ func TestDeadLettersOfAnAbortedTransaction(t *testing.T) {
 // re-sent, and its final pane still comes at the close.
 func TestHashAggEarlyFiresOnlyChanged(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	r := newRig(t, nil, 0, 1, aggChain(p, "", time.Second)...)
+	h := evHarness(t, 1, chain(func() []Op { return aggChain(p, "", time.Second) }))
+	task := h.Task(0)
 	fire := func() []map[string]any {
 		t.Helper()
-		r.now = r.now.Add(time.Second)
-		r.watermark(0, false)
-		return values(t, r.out.take())
+		h.Elapse(time.Second)
+		task.Advance(0)
+		return values(t, task.Take())
 	}
-	r.feed(ev(0, 0, "a,x,1,1", "b,x,1,12"))
+	task.Push(0, "a,x,1,1", "b,x,1,12")
 	if got := fire(); len(got) != 2 {
 		t.Fatalf("first early fire: %v, want both windows", got)
 	}
 	if got := fire(); len(got) != 0 {
 		t.Fatalf("nothing changed, yet the early fire wrote %v", got)
 	}
-	r.feed(ev(0, 2, "a,x,5,2"))
+	task.Push(2, "a,x,5,2")
 	got := fire()
 	if len(got) != 1 || got[0]["k"] != "a" || got[0]["total"].(float64) != 6 || got[0]["is_final"] != false {
 		t.Fatalf("after a row of [0,10): %v, want only that window, with a's new total", got)
 	}
-	r.watermark(10_000, false)
-	got = values(t, r.out.take())
+	task.Advance(10_000)
+	got = values(t, task.Take())
 	if len(got) != 1 || got[0]["k"] != "a" || got[0]["is_final"] != true {
 		t.Fatalf("close of [0,10): %v", got)
 	}
@@ -763,71 +627,54 @@ func TestHashAggEarlyFiresOnlyChanged(t *testing.T) {
 	}
 }
 
-// TestMergeWaitsForIdleSourceWithoutTime scripts issue 38 on the operators
-// of a combine: source partition 1 is idle before it ever had a row, so its
-// pre-aggregation sends a marker without a time; then rows reach both
-// source partitions together, and source 0's task ships [0, 10) and a
-// marker past it first. The merge must not close [0, 10) on that: source
-// 1's rows of the window are on their way. Once source 1 has read them
-// and shipped, the pane holds both partitions' rows.
+// TestMergeWaitsForIdleSourceWithoutTime scripts issue 38 on the stages
+// of a combine, their watermarks their own: source partition 1 is idle
+// before it ever had a row, so its pre-aggregation sends a marker without
+// a time; then rows reach both source partitions together, and source 0's
+// task ships [0, 10) and a marker past it first. The merge must not close
+// [0, 10) on that: source 1's rows of the window are on their way. Once
+// source 1 has read them and, idle again, followed source 0 past the
+// window, the pane holds both partitions' rows.
 func TestMergeWaitsForIdleSourceWithoutTime(t *testing.T) {
 	p := planOf(t, `CREATE STREAM s AS SELECT TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n, SUM(v) AS total
 		FROM ev GROUP BY TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
-	preOf := func(q int32) *rig {
-		return newRig(t, nil, q, 2, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
-	}
-	pre0, pre1 := preOf(0), preOf(1)
-	merge := newRig(t, nil, 0, 1, &Markers{Sources: 2}, &HashAgg{Plan: p, Merge: true},
-		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
-	off := int64(0)
-	deliver := func(recs []*kafkaio.Record) {
-		for _, r := range recs {
-			r.Partition, r.Offset = 0, off
-			off++
-		}
-		merge.feed(recs)
-	}
+	k := optest.NewKafka()
+	ph := evHarness(t, 2, func(c *optest.Config) { c.Name, c.Kafka, c.Watermarks = "pre", k, optest.EventTime }, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	}))
+	mh := mergeHarness(t, p, k, 1, 2)
+	merge := mh.Task(0)
 	closeAt := func() []map[string]any {
 		t.Helper()
-		wm, ok := merge.ops[0].(*Markers).Time()
-		if !ok {
-			return nil
-		}
-		merge.watermark(wm, false)
-		return values(t, merge.out.take())
+		merge.Poll()
+		merge.Commit()
+		return values(t, merge.Take())
 	}
-	// Source 1 idle without a time: what its task gives its operators then.
-	for _, op := range pre1.ops {
-		if _, err := op.OnWatermark(context.Background(), Watermark{Idle: true, Now: pre1.now}); err != nil {
-			t.Fatal(err)
-		}
+	// Source 1 idle without a time.
+	pre1 := ph.Task(1)
+	pre1.Idle()
+	if w := pre1.Watermark(); !w.Idle || w.Has {
+		t.Fatalf("source 1's watermark %+v, want idle without a time", w)
 	}
-	deliver(pre1.out.take())
-	pre0.feed(ev(0, 0, "a,u1,1,5", "b,u2,2,12"))
-	pre0.watermark(12_000, false)
-	deliver(pre0.out.take())
+	pre0 := ph.Task(0)
+	pre0.Push(0, "a,u1,1,5", "b,u2,2,12")
+	pre0.Commit()
 	if got := closeAt(); len(got) != 0 {
 		t.Fatalf("the merge closed %v on source 0 alone, source 1 idle without a time", got)
 	}
-	// Source 1's rows, written with source 0's; then its watermark.
-	pre1.feed(ev(1, 0, "c,u3,4,7", "d,u4,8,9"))
-	pre1.watermark(12_000, false)
-	deliver(pre1.out.take())
+	// Source 1's rows, written with source 0's; then it is idle again,
+	// and follows source 0's watermark.
+	pre1.Push(0, "c,u3,4,7", "d,u4,8,9")
+	pre1.Idle()
+	pre1.Tick(3 * time.Second)
+	if w := pre1.Watermark(); w.WM != 12_000 {
+		t.Fatalf("source 1's watermark %+v, want 12 s: idle, it follows source 0", w)
+	}
 	got := closeAt()
 	if len(got) != 1 || got[0]["n"].(float64) != 3 || got[0]["total"].(float64) != 13 {
 		t.Fatalf("pane %v, want n 3 total 13: both partitions' rows of [0, 10)", got)
 	}
-	if late := testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s")); late != 0 {
+	if late := testutil.ToFloat64(mh.Metrics().CombineLatePartials.WithLabelValues("s")); late != 0 {
 		t.Fatalf("%v partials dropped at the merge", late)
 	}
-}
-
-// onErrorOf reads an on_error policy's SQL spelling.
-func onErrorOf(t *testing.T, s string) streamplan.OnError {
-	t.Helper()
-	o, err := streamplan.ParseOnError(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }

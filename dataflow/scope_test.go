@@ -1,11 +1,13 @@
-package dataflow
+package dataflow_test
 
 import (
-	"fmt"
+	"bytes"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
+	. "github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/state"
 )
 
@@ -15,73 +17,55 @@ import (
 // own scope, and its windows close with the counts they had.
 func TestLegacyStateMigratesAtOpen(t *testing.T) {
 	p := planOf(t, tumbleSQL, "auto")
-	dir := t.TempDir()
-	store, err := state.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := map[int32][]string{}
-	for i := 0; len(keys[0]) < 2 || len(keys[1]) < 2; i++ {
-		k := fmt.Sprintf("key%d", i)
-		q := state.PartitionFor([]byte(k), 2)
-		keys[q] = append(keys[q], k)
-	}
-	// Both tasks write unscoped, under the stream's name.
+	h := evHarness(t, 2, chain(func() []Op { return aggChain(p, "", 0) }))
+	keys := keysOf(2)
 	for q := int32(0); q < 2; q++ {
-		r := newRigIn(t, store, q, 2, "", aggChain(p, "", 0)...)
-		r.feed(ev(q, 0, keys[q][0]+",x,1,1", keys[q][1]+",x,2,2"))
-		r.watermark(5_000, false)
-		r.commit(2)
-		for _, op := range r.ops {
-			op.Close()
+		task := h.Task(q)
+		task.Push(0, keys[q][0]+",x,1,1", keys[q][1]+",x,2,2")
+		task.Advance(5_000)
+	}
+	// Rewrite every group to the layout before scopes: 'g', the stream's
+	// name, then what followed the partition's scope.
+	h.Offline(func(fs vfs.FS, dir string) error {
+		db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest})
+		if err != nil {
+			return err
 		}
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Rewrite every group to the layout before scopes.
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("h"), UpperBound: []byte("i")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := db.NewBatch()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		k := append([]byte(nil), it.Key()...)
-		if err := b.Delete(k, nil); err != nil {
-			t.Fatal(err)
+		defer db.Close()
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("h"), UpperBound: []byte("i")})
+		if err != nil {
+			return err
 		}
-		k[0] = 'g'
-		if err := b.Set(k, it.Value(), nil); err != nil {
-			t.Fatal(err)
+		b := db.NewBatch()
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			k := bytes.Clone(it.Key())
+			for q := int32(0); q < 2; q++ {
+				scoped := append(append([]byte("h"), state.Scope("s", q)...), 0)
+				if rest, ok := bytes.CutPrefix(k, scoped); ok {
+					if err := b.Delete(k, nil); err != nil {
+						return err
+					}
+					if err := b.Set(append([]byte("gs\x00"), rest...), it.Value(), nil); err != nil {
+						return err
+					}
+					n++
+				}
+			}
 		}
-		n++
-	}
-	it.Close()
-	if n != 4 {
-		t.Fatalf("%d groups written, want 4", n)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	store, err = state.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if n != 4 {
+			t.Errorf("%d groups written, want 4", n)
+		}
+		return b.Commit(pebble.Sync)
+	})
 	for q := int32(0); q < 2; q++ {
-		r := newRig(t, store, q, 2, aggChain(p, "", 0)...)
-		r.feed(ev(q, 2, keys[q][0]+",x,10,3"))
-		r.watermark(20_000, false)
-		got := values(t, r.out.take())
+		task := h.Task(q)
+		task.Push(2, keys[q][0]+",x,10,3")
+		task.Advance(20_000)
+		got := values(t, task.Take())
 		if len(got) != 2 {
 			t.Fatalf("task %d emitted %v, want its 2 keys", q, got)
 		}

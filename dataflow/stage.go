@@ -235,12 +235,7 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 	if cfg.Changelog == "" {
 		return nil, fmt.Errorf("start %s: no changelog topic", cfg.Name)
 	}
-	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, fenced: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
-		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
-	s.runCtx, s.cancel = context.WithCancel(context.Background())
-	if cfg.Stats != nil {
-		cfg.Stats.Track(cfg.State, cfg.Partitions, deps.Store)
-	}
+	s := newStage(cfg, deps)
 	if cfg.Standbys > 0 && cfg.Node != "" {
 		// Before joining: the first assignment claims its partitions.
 		s.standby = &standbys{s: s, warm: map[int32]bool{}, local: map[int32]bool{}}
@@ -269,6 +264,18 @@ func StartStage(ctx context.Context, cfg StageConfig, deps Deps) (*Stage, error)
 		return nil, err
 	}
 	return s, nil
+}
+
+// newStage is a stage that runs no task yet: StartStage joins its
+// consumer group, a Driver opens its tasks itself.
+func newStage(cfg StageConfig, deps Deps) *Stage {
+	s := &Stage{cfg: cfg, deps: deps, peers: window.NewPeers(), tasks: map[int32]*task{}, restoring: map[int32]*restoringTask{}, fenced: map[int32]*task{}, wms: map[int32]Watermark{}, stalls: map[int32]error{},
+		current: make(chan struct{}), log: deps.Log.With("stage", cfg.Name)}
+	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Stats != nil {
+		cfg.Stats.Track(cfg.State, cfg.Partitions, deps.Store)
+	}
+	return s
 }
 
 // AwaitAssigned waits for the stage's first assignment (at most
@@ -472,9 +479,6 @@ func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 			s.openFailed(fmt.Errorf("start %s partition %d: %w", s.cfg.Name, t.p, err))
 			continue
 		}
-		s.tmu.Lock()
-		s.tasks[t.p] = t
-		s.tmu.Unlock()
 		s.runTask(t)
 		at[t.p] = t.part.Next
 	}
@@ -484,15 +488,24 @@ func (s *Stage) assigned(parts []int32) (at map[int32]int64, held []int32) {
 
 // runTask starts an opened task's loop.
 func (s *Stage) runTask(t *task) {
+	s.started(t)
+	tctx, cancel := context.WithCancel(s.runCtx)
+	t.cancel = cancel
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); t.run(tctx) }()
+}
+
+// started records an opened task as running: the stage's watermark
+// counts it from where its state closed windows.
+func (s *Stage) started(t *task) {
+	s.tmu.Lock()
+	s.tasks[t.p] = t
+	s.tmu.Unlock()
 	if t.env.Restored.HasClosed {
 		s.mu.Lock()
 		s.wms[t.p] = Watermark{WM: t.env.Restored.Closed, Has: true}
 		s.mu.Unlock()
 	}
-	tctx, cancel := context.WithCancel(s.runCtx)
-	t.cancel = cancel
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); t.run(tctx) }()
 }
 
 // positions are what tasks opening need of Kafka: the input's ends, the

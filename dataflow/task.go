@@ -178,44 +178,68 @@ func (t *task) each(f func(Provisional)) {
 
 // run is the task's loop: batches, ticks (commit cadence, idleness, early
 // fires) and FLUSH requests, until ctx ends; then a last commit, so a
-// clean stop replays nothing.
+// clean stop replays nothing. Each event is handled by one method (begin,
+// fetched, ticked, answer, finish), which a Driver calls one at a time:
+// the loop itself only chooses the next event.
 func (t *task) run(ctx context.Context) {
 	defer close(t.done)
 	defer t.close()
 	tick := time.NewTicker(t.st.tickEvery())
 	defer tick.Stop()
 	var pending []*flushReq
-	t.lastCommit = t.st.now()
-	// Readers of a hop hear from every source partition at once, and
-	// windows already due at start close at once.
-	t.try(ctx, func() error { return t.commit(ctx, false) })
+	t.begin(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			for _, r := range pending {
 				r.done <- errTaskClosed
 			}
-			if t.uncommitted && t.st.Err() == nil && !t.broken && !t.noFinal.Load() {
-				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := t.commit(cctx, false); err != nil {
-					t.env.Log.Warn("final commit failed; the input since the last commit will be read again", "partition", t.p, "err", err)
-				}
-				cancel()
-			}
+			t.finish()
 			return
 		case fp := <-t.inUnlessStalled():
-			start := time.Now()
-			t.try(ctx, func() error { return t.process(ctx, fp) })
-			if t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery() {
-				t.try(ctx, func() error { return t.commit(ctx, false) })
-			}
-			t.batchSeconds.Observe(time.Since(start).Seconds())
+			t.fetched(ctx, fp)
 		case <-tick.C:
-			t.try(ctx, func() error { return t.onTick(ctx) })
+			t.ticked(ctx)
 		case r := <-t.reqs:
 			pending = append(pending, r)
 		}
 		pending = t.answer(ctx, pending)
+	}
+}
+
+// begin starts the task's loop: readers of a hop hear from every source
+// partition at once, and windows already due at start close at once.
+func (t *task) begin(ctx context.Context) {
+	t.lastCommit = t.st.now()
+	t.try(ctx, func() error { return t.commit(ctx, false) })
+}
+
+// fetched pushes one fetch through the chain, and commits when the commit
+// interval has passed.
+func (t *task) fetched(ctx context.Context, fp kafkaio.FetchPart) {
+	start := time.Now()
+	t.try(ctx, func() error { return t.process(ctx, fp) })
+	if t.uncommitted && t.st.now().Sub(t.lastCommit) >= t.st.commitEvery() {
+		t.try(ctx, func() error { return t.commit(ctx, false) })
+	}
+	t.batchSeconds.Observe(time.Since(start).Seconds())
+}
+
+// ticked is a tick of the loop's ticker (onTick).
+func (t *task) ticked(ctx context.Context) {
+	t.try(ctx, func() error { return t.onTick(ctx) })
+}
+
+// finish is a clean stop's last commit, so the next start replays
+// nothing; a task that was lost (noFinal), broke or whose stage failed
+// commits nothing more.
+func (t *task) finish() {
+	if t.uncommitted && t.st.Err() == nil && !t.broken && !t.noFinal.Load() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := t.commit(cctx, false); err != nil {
+			t.env.Log.Warn("final commit failed; the input since the last commit will be read again", "partition", t.p, "err", err)
+		}
+		cancel()
 	}
 }
 

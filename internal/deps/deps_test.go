@@ -128,3 +128,25 @@ func TestStreamplanImports(t *testing.T) {
 		}
 	}
 }
+
+// TestHarnessKnowsNoSQL: the operator test harness (dataflow/optest)
+// imports none of the SQL front end: operators are tested as the runtime
+// runs them, whoever planned them. (Its own imports: the runtime itself
+// still reaches the planner until the stream graph replaces it, issue 39.)
+func TestHarnessKnowsNoSQL(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "../../dataflow/optest").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if len(imports) == 0 {
+		t.Fatal("go list output not understood: no imports")
+	}
+	for _, d := range imports {
+		for _, f := range []string{"planner", "sql", "catalog", "pgcat", "pgwire", "bounded", "server"} {
+			if d == mod+f {
+				t.Errorf("dataflow/optest imports %s", d)
+			}
+		}
+	}
+}
