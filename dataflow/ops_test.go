@@ -814,3 +814,95 @@ func TestMergeWaitsForIdleSourceWithoutTime(t *testing.T) {
 		t.Fatalf("%v partials dropped at the merge", late)
 	}
 }
+
+// TestMergeTellsLatePartialsFromCopies: a pre-aggregation ships [0, 10)
+// and crashes before its commit, after reading a row of [0, 10) that came
+// too late (dropped at the source). The merge stage closes [0, 10); the
+// restarted pre-aggregation reads the three rows again and ships [0, 10)
+// once more. u2's partial is a copy of what the pane holds: counted in
+// turbine_combine_late_partials_total, not as late. u1's carries the row
+// the pane never had: one late row (only that one: the rows it had read
+// before are not new). Neither makes a pane. The merge stage remembers this
+// across its own restart, and the same ship arriving again is a copy.
+func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	preStore, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer preStore.Close()
+	mergeStore, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mergeStore.Close()
+	preChain := func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	}
+	mergeChain := func() []Op {
+		return []Op{&Markers{Sources: 2}, &HashAgg{Plan: p, Merge: true},
+			&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output}}
+	}
+	merge := newRig(t, mergeStore, 0, 1, mergeChain()...)
+	off := int64(0)
+	deliverTo := func(r *rig, recs []*kafkaio.Record) {
+		for _, rec := range recs {
+			rec.Partition, rec.Offset = 0, off
+			off++
+		}
+		r.feed(recs)
+	}
+	marker := func(src int32, wm int64) *kafkaio.Record {
+		m := shuffle.Marker{Source: src, MaxTime: wm, HasTime: true}
+		return &kafkaio.Record{Topic: "cmb", Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: m.Encode(nil)}}}
+	}
+	lateRows := func(r *rig) float64 {
+		return testutil.ToFloat64(r.env.Metrics.LateRows.WithLabelValues("s", "dropped"))
+	}
+	copies := func(r *rig) float64 {
+		return testutil.ToFloat64(r.env.Metrics.CombineLatePartials.WithLabelValues("s"))
+	}
+
+	pre := newRig(t, preStore, 0, 1, preChain()...)
+	pre.feed(ev(0, 0, "a,u1,1,1", "b,u2,1,2"))
+	pre.commit(2) // nothing shipped: restart at 0, read up to 2
+	pre.watermark(12_000, false)
+	deliverTo(merge, pre.out.take())                       // [0, 10) of u1 and u2, marker 12 s
+	pre.feed(ev(0, 2, "c,u1,1,3"))                         // too late at the source: dropped and counted
+	deliverTo(merge, []*kafkaio.Record{marker(1, 20_000)}) // the crash: no commit
+	merge.watermark(12_000, false)
+	panes := values(t, merge.out.take())
+	if len(panes) != 2 || panes[0]["n"].(float64) != 1 || panes[1]["n"].(float64) != 1 {
+		t.Fatalf("panes %v, want u1 and u2 once each", panes)
+	}
+	if pre.env.Counts.Load().Late != 1 {
+		t.Fatalf("the source counted %d late rows, want 1", pre.env.Counts.Load().Late)
+	}
+
+	again := newRig(t, preStore, 0, 1, preChain()...)
+	again.feed(ev(0, 0, "a,u1,1,1", "b,u2,1,2", "c,u1,1,3"))
+	again.watermark(12_000, false)
+	reship := again.out.take()
+	var reshipped []*kafkaio.Record
+	for _, rec := range reship {
+		reshipped = append(reshipped, &kafkaio.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
+	}
+	deliverTo(merge, reship)
+	merge.watermark(12_000, false)
+	if got := merge.out.take(); len(got) != 0 {
+		t.Fatalf("%d panes from partials of a closed window", len(got))
+	}
+	if late, cp := lateRows(merge), copies(merge); late != 1 || cp != 1 || merge.env.Counts.Load().Late != 1 {
+		t.Fatalf("late rows %v (stats %d), copies %v: want u1's new row late, u2's partial a copy", late, merge.env.Counts.Load().Late, cp)
+	}
+	merge.commit(off)
+
+	// The merge stage restarts from its commit: both are copies now.
+	merge2 := newRig(t, mergeStore, 0, 1, mergeChain()...)
+	deliverTo(merge2, reshipped)
+	merge2.watermark(12_000, false)
+	if late, cp := lateRows(merge2), copies(merge2); len(merge2.out.take()) != 0 || late != 0 || cp != 2 {
+		t.Fatalf("after the merge stage's restart: late rows %v, copies %v; want 0 and 2", late, cp)
+	}
+}
