@@ -320,8 +320,14 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 			}
 			continue
 		}
-		if sp.marked {
+		switch {
+		case sp.marked:
 			h.covers(sp.window, sp.source, sp.cover.Last)
+		case sp.named:
+			// Shipped by the previous release (a rolling upgrade): it may
+			// cover any of its source's rows, so a later partial of the
+			// window from that source is taken for a copy.
+			h.covers(sp.window, sp.source, coversAll)
 		}
 		var err error
 		if !sp.named { // written before partials named their source

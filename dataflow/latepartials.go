@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -26,6 +27,19 @@ import (
 // from a pre-aggregation catching up after a restart). A partial of a
 // window closed and forgotten before (or closed before the state kept
 // this) is taken for a copy, as all were before.
+//
+// Both travel so that a process of the previous release, in the same app
+// during a rolling upgrade, is not disturbed: what a partial covers is a
+// record header (CoverHeader), the value keeps the previous release's form;
+// the coverage is a task value of its own (coverKey), and the previous
+// release reads task values by name only (its changelog restore and rescale
+// copy the ones they do not know as they are). A partial without the
+// header covers, for all the merge stage can tell, every row of its source
+// partition's window (coversAll): a later partial of that window from that
+// source is taken for a copy. Coverage written before a previous-release
+// process last ran the task lags what it merged; under exactly-once no
+// partial comes again after its commit, so only an at-least-once copy during
+// a rolling upgrade can then be taken for late rows.
 
 // closedCoverKept is how many closed windows' coverage a merge stage keeps.
 const closedCoverKept = 128
@@ -86,6 +100,10 @@ func (h *HashAgg) openCoverage() error {
 	}
 	return nil
 }
+
+// coversAll is the coverage of a partial that does not say what it
+// covers: every offset.
+const coversAll = math.MaxInt64
 
 // minWatermark is below every watermark.
 const minWatermark = -1 << 63

@@ -906,3 +906,82 @@ func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
 		t.Fatalf("after the merge stage's restart: late rows %v, copies %v; want 0 and 2", late, cp)
 	}
 }
+
+// TestMergeUncoveredPartialsAreCopies: partials the previous release
+// shipped carry no turbine.partial.cover header (a rolling upgrade). Such
+// a partial merged while its window is open may cover any row of its
+// source's window, so a later partial of the window from that source,
+// arriving after the close with a header, is taken for a copy; one from a
+// source that shipped nothing for the window carries rows the pane never
+// had. A late partial without the header is a copy too. The header's
+// value is the one EncodeCover writes, and DecodeCover refuses a
+// truncated one.
+func TestMergeUncoveredPartialsAreCopies(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	pre := newRig(t, nil, 0, 1, &Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1})
+	pre.feed(ev(0, 0, "a,u1,1,1", "b,u1,1,2"))
+	pre.watermark(12_000, false)
+	var partial *kafkaio.Record
+	for _, rec := range pre.out.take() {
+		if _, ok := markerOf(rec); !ok {
+			partial = rec
+		}
+	}
+	v, ok := header(partial, CoverHeader)
+	if !ok {
+		t.Fatalf("partial headers %v: no %s", partial.Headers, CoverHeader)
+	}
+	if c, err := DecodeCover(v); err != nil || c != (PartialCover{Last: 1, Rows: 2}) {
+		t.Fatalf("cover %+v, %v; want offsets up to 1, 2 rows", c, err)
+	}
+	if _, err := DecodeCover(v[:1]); err == nil {
+		t.Fatal("a truncated cover header decoded")
+	}
+	if _, _, w, _, err := DecodePartial(partial.Value); err != nil || w != 0 || partial.Value[0] != partialFrom {
+		t.Fatalf("partial value %x: want the previous release's form (0x%X, window 0): %v", partial.Value, partialFrom, err)
+	}
+
+	merge := newRig(t, nil, 0, 1, &Markers{Sources: 2}, &HashAgg{Plan: p, Merge: true},
+		&Project{Exprs: p.Project}, &Sink{Topic: "out", Partitions: 1, Schema: p.Output})
+	off := int64(0)
+	send := func(recs ...*kafkaio.Record) {
+		for _, rec := range recs {
+			rec.Partition, rec.Offset = 0, off
+			off++
+		}
+		merge.feed(recs)
+	}
+	from := func(src int32, cover *PartialCover) *kafkaio.Record {
+		r := &kafkaio.Record{Topic: "cmb", Key: partial.Key}
+		_, _, w, enc, _ := DecodePartial(partial.Value)
+		r.Value = EncodePartial(src, w, enc)
+		if cover != nil {
+			r.Headers = []kafkaio.Header{{Key: CoverHeader, Value: EncodeCover(*cover)}}
+		}
+		return r
+	}
+	marker := func(src int32, wm int64) *kafkaio.Record {
+		m := shuffle.Marker{Source: src, MaxTime: wm, HasTime: true}
+		return &kafkaio.Record{Topic: "cmb", Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: m.Encode(nil)}}}
+	}
+	// Source 0 ships [0, 10) the previous release's way; both sources pass it.
+	send(from(0, nil), marker(0, 12_000), marker(1, 12_000))
+	merge.watermark(12_000, false)
+	if panes := values(t, merge.out.take()); len(panes) != 1 || panes[0]["n"].(float64) != 2 {
+		t.Fatalf("panes %v, want u1's of 2", panes)
+	}
+	lateRows := func() float64 { return testutil.ToFloat64(merge.env.Metrics.LateRows.WithLabelValues("s", "dropped")) }
+	copies := func() float64 { return testutil.ToFloat64(merge.env.Metrics.CombineLatePartials.WithLabelValues("s")) }
+	send(from(0, &PartialCover{Last: 40, Rows: 3}), from(0, nil))
+	if lateRows() != 0 || copies() != 2 {
+		t.Fatalf("late rows %v, copies %v after two late partials of source 0: want 0 and 2", lateRows(), copies())
+	}
+	send(from(1, &PartialCover{Last: 7, Rows: 3}))
+	if lateRows() != 3 || copies() != 2 || merge.env.Counts.Load().Late != 3 {
+		t.Fatalf("late rows %v (counted %d), copies %v after source 1's late partial: want 3, 3 and 2", lateRows(), merge.env.Counts.Load().Late, copies())
+	}
+	if got := merge.out.take(); len(got) != 0 {
+		t.Fatalf("%d panes from late partials", len(got))
+	}
+}
