@@ -62,7 +62,10 @@ type HashAgg struct {
 	env *Env
 	// bySource: in a merge stage, the latest partial of each source
 	// partition per group (window start, 8 bytes, then the group key).
-	bySource   map[string]map[int32][]byte
+	bySource map[string]map[int32][]byte
+	// cover: in a merge stage, what it merged of each source partition
+	// per window, to tell a copy from late data (latepartials.go).
+	cover      coverage
 	wm         int64 // the watermark windows are closed up to
 	hasWM      bool
 	recovering bool // the first close after Open: windows due at start
@@ -101,6 +104,11 @@ func (h *HashAgg) Open(_ context.Context, env *Env) error {
 	}
 	h.lastEarly = env.Now()
 	h.bySource = map[string]map[int32][]byte{}
+	if h.Merge {
+		if err := h.openCoverage(); err != nil {
+			return err
+		}
+	}
 	gs, cached := env.Store.(groupStore)
 	if cached && env.Scope != "" {
 		// State written before partition scopes: the groups this
@@ -273,13 +281,12 @@ func (h *HashAgg) Process(ctx context.Context, b *Batch) (*Batch, error) {
 }
 
 // mergePartials folds shipped partial accumulators into their (window,
-// key) groups. A partial for a window already closed is dropped and
-// counted in turbine_combine_late_partials_total, never merged into a
-// second pane. It is a redelivery, not a late row: the window closed
-// only once its source's marker had passed it, and a source ships a
-// window before that marker, so this is a copy shipped again after a
-// crash (at-least-once). Rows late at the source are dropped and counted
-// there.
+// key) groups. A partial for a window already closed is dropped, never
+// merged into a second pane: a copy of what the pane holds (shipped again
+// by a pre-aggregation that restarted, say) is counted in
+// turbine_combine_late_partials_total; one that carries rows the pane
+// never had counts them as late rows (latepartials.go). Rows late at the
+// source are dropped and counted there.
 func (h *HashAgg) mergePartials(b *Batch) error {
 	spec := h.Plan.Window.Spec
 	parts := make([]shipped, len(b.Recs))
@@ -287,6 +294,9 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 		sp := &parts[i]
 		var err error
 		sp.source, sp.named, sp.window, sp.enc, err = DecodePartial(rec.Value)
+		if err == nil {
+			sp.cover, sp.marked, err = coverOf(rec)
+		}
 		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
@@ -299,10 +309,25 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 			return fmt.Errorf("restore state of %s: %w", h.env.State, err)
 		}
 	}
-	for i, sp := range parts {
+	var late uint64
+	for i := range parts {
+		sp := &parts[i]
 		if sp.late {
-			h.env.Metrics.CombineLatePartials.WithLabelValues(h.env.Name).Inc()
+			if n := h.lateRows(sp); n > 0 {
+				late += n
+			} else {
+				h.env.Metrics.CombineLatePartials.WithLabelValues(h.env.Name).Inc()
+			}
 			continue
+		}
+		switch {
+		case sp.marked:
+			h.covers(sp.window, sp.source, sp.cover.Last)
+		case sp.named:
+			// Shipped by the previous release (a rolling upgrade): it may
+			// cover any of its source's rows, so a later partial of the
+			// window from that source is taken for a copy.
+			h.covers(sp.window, sp.source, coversAll)
 		}
 		var err error
 		if !sp.named { // written before partials named their source
@@ -324,6 +349,12 @@ func (h *HashAgg) mergePartials(b *Batch) error {
 			return fmt.Errorf("%s/%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 	}
+	if late > 0 {
+		env := h.env
+		env.Metrics.LateRows.WithLabelValues(env.Name, "dropped").Add(float64(late))
+		env.Metrics.late.note(env, int(late), "dropped")
+		env.Counts.Late.Add(int64(late))
+	}
 	if h.cache != nil {
 		if err := h.cache.evict(h.agg); err != nil {
 			return fmt.Errorf("evict groups of %s: %w", h.env.State, err)
@@ -340,6 +371,8 @@ type shipped struct {
 	key    []byte
 	enc    []byte
 	late   bool // no window holding it is open
+	marked bool // it says what it covers (cover: its CoverHeader)
+	cover  PartialCover
 }
 
 // sourcesMark starts a merge stage's stored group: the latest partial of
@@ -667,6 +700,11 @@ func (h *HashAgg) Commit(_ context.Context, c *Commit) error {
 	// Closed windows' partials are done with.
 	if h.Merge && h.hasWM {
 		h.dropClosedSources()
+	}
+	if h.Merge {
+		if err := h.commitCoverage(c); err != nil {
+			return err
+		}
 	}
 	if err := h.agg.Changes(func(ref exec.StateRef, val []byte) error {
 		return c.State.PutAcc(ref.KG, ref.Key, ref.Window, h.sourcesOf(ref, val))

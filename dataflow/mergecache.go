@@ -167,6 +167,9 @@ func (h *HashAgg) commitMerged(c *Commit, dels []exec.StateRef, cold []int64) er
 	if h.hasWM {
 		h.dropClosedSources()
 	}
+	if err := h.commitCoverage(c); err != nil {
+		return err
+	}
 	// The accumulator entries of the windows that closed cold are found
 	// from their copies, before the commit deletes those.
 	var coldAccs []exec.StateRef

@@ -102,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "turbine_state_folds_total", Help: "Windows whose stored partials a commit folded into one run of one partial per group (at the window's bound on runs, or after many classic partials).",
 		}, []string{"stream"}),
 		CombineLatePartials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed: dropped.",
+			Name: "turbine_combine_late_partials_total", Help: "Partial accumulators that reached a combine merge stage after their window closed and were copies of what the pane holds (shipped again): dropped. One carrying rows the pane never had counts them in turbine_late_rows_total.",
 		}, []string{"stream"}),
 		CombineLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turbine_combine_min_watermark_lag_seconds", Help: "Wall clock minus the event time of the slowest source partition a combine merge stage waits on (named by label), in seconds.",

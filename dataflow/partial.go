@@ -25,6 +25,12 @@ import (
 // per group: a ship repeated after a crash replaces the one before instead
 // of counting twice.
 //
+// Each partial also says what it covers of its group (PartialCover: the
+// highest source offset folded in, the rows new since its last ship), so
+// the merge stage can tell a partial it receives after the window closed
+// that is a copy of what the pane holds from one carrying rows the pane
+// never had (latepartials.go).
+//
 // Its restart position is the first offset of a row in a window not
 // shipped yet (Commit.Restart), so a restart re-reads exactly what it had
 // not handed on; the shipped watermark is recorded (Commit.Closed) and
@@ -48,6 +54,7 @@ type PartialAgg struct {
 	applied   int64           // offsets below it were read before a restart: a replay
 	next      int64           // the next offset to read
 	out       *shipCounts     // turbine_combine_*_out
+	marks     []int64         // scratch: the source offset of each row consumed
 }
 
 var (
@@ -73,6 +80,9 @@ func (c *PartialAgg) Open(_ context.Context, env *Env) error {
 	m := env.Restored
 	c.shipped, c.hasShip = m.Closed, m.HasClosed
 	c.applied = max(m.Applied, m.Offset)
+	// Rows read again after a restart are not new: a partial counts those
+	// it had not read before (PartialCover.Rows), as late rows count.
+	a.FreshFrom = c.applied
 	c.next = m.Offset
 	return nil
 }
@@ -123,7 +133,18 @@ func (c *PartialAgg) Process(_ context.Context, b *Batch) (*Batch, error) {
 			}
 		}
 	}
-	late, err := c.agg.Consume(rows, 0, false)
+	// Each row's mark is its source offset: a partial then says which of
+	// the partition's rows it covers (PartialCover).
+	marks := c.marks[:0]
+	for i := range rows.N {
+		row := i
+		if kepts != nil {
+			row = kepts[i]
+		}
+		marks = append(marks, b.Recs[b.Src[row]].Offset)
+	}
+	c.marks = marks
+	late, err := c.agg.ConsumeMarked(rows, marks, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%d: %w", b.Recs[0].Topic, b.Partition, err)
 	}
@@ -165,6 +186,7 @@ func (c *PartialAgg) OnWatermark(ctx context.Context, wm Watermark) (*Batch, err
 	parts, closed := c.agg.Ship(wm.WM, wm.Has, open)
 	for _, part := range parts {
 		r := &kafkaio.Record{Topic: c.Topic, Key: part.Key, Value: EncodePartial(c.env.Partition, part.Window, part.Enc),
+			Headers:   []kafkaio.Header{{Key: CoverHeader, Value: EncodeCover(PartialCover{Last: part.Last, Rows: part.Rows})}},
 			Partition: state.PartitionFor(part.Key, c.Partitions)}
 		c.out.count(r)
 		c.env.Out.Produce(ctx, r)

@@ -73,6 +73,13 @@ type Aggregator struct {
 	heldOff  bool
 	// hotGroups bounds a hot window's groups (SetHotWindowGroups).
 	hotGroups int
+	// marked: rows come with marks (ConsumeMarked, rowmarks.go); inMarks
+	// are the current batch's, slotMarks what each group knows.
+	marked    bool
+	FreshFrom int64 // rows marked below it are not counted as new (rowmarks.go)
+	inMarks   []int64
+	markBuf   []int64
+	slotMarks []slotMarks
 }
 
 // NewAggregator builds the operator.
@@ -240,6 +247,7 @@ func (a *Aggregator) Consume(b *Batch, wm int64, hasWM bool) (late []int, err er
 	}
 	if kept < n {
 		b = b.Select(keep, kept)
+		a.keepMarks(keep, kept)
 		if len(a.wins) > 0 {
 			j := 0
 			for i, k := range keep {
@@ -280,6 +288,7 @@ func (a *Aggregator) fold(b *Batch, wins []int64) error {
 		}
 	}
 	a.slots = slots
+	a.noteMarks(slots, newRows)
 	if a.store != nil && len(newRows) > 0 && len(a.cold) > 0 {
 		if err := a.loadMisses(newRows, slots); err != nil {
 			return err

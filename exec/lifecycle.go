@@ -410,6 +410,12 @@ type Partial struct {
 	Window int64
 	Key    []byte // encoded group key (AppendKey)
 	Enc    []byte // GroupTable.Encode
+	// Marked (rows consumed with ConsumeMarked): Last is the highest mark
+	// folded into the group, Rows the rows folded since it was last
+	// shipped.
+	Marked bool
+	Rows   uint64
+	Last   int64
 }
 
 // ShipDue removes the windows that end (plus lateness) at or before wm and
@@ -447,7 +453,9 @@ func (a *Aggregator) Ship(wm int64, hasWM, open bool) (out []Partial, closed []i
 			continue
 		}
 		for _, s := range a.Table.WindowSlots(w) {
-			out = append(out, Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)})
+			p := Partial{Window: w, Key: slices.Clone(a.Table.Key(s)), Enc: a.Table.Encode(nil, s)}
+			a.markShipped(&p, s, !due)
+			out = append(out, p)
 		}
 		if due {
 			a.Table.CloseWindow(w)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/streamplan"
 )
@@ -16,8 +18,14 @@ import (
 // TestCombineLatePartial redelivers a partial after its window closed (as
 // a crash between shipping and committing would under at-least-once): the
 // merge stage drops it, counts it in turbine_combine_late_partials_total,
-// and the pane stays as it was emitted once. It also checks the lag gauge
-// names a source partition.
+// and the pane stays as it was emitted once, late_rows at 0. Then a
+// partial of the same window whose cover header (dataflow.CoverHeader) says it
+// carries two rows the pane never had (rows past those the source
+// partition had shipped): dropped too, its two rows counted as late
+// (late_rows, turbine_late_rows_total), not as a copy. Then the same
+// partial without the header, as the previous release ships it: it says
+// nothing of what it covers and is taken for a copy. It also checks the
+// lag gauge names a source partition.
 func TestCombineLatePartial(t *testing.T) {
 	parallel(t)
 	if testBrokers() != "" {
@@ -71,6 +79,70 @@ func TestCombineLatePartial(t *testing.T) {
 	}
 	if got := m.GetCounter().GetValue(); got != 1 {
 		t.Fatalf("turbine_combine_late_partials_total = %v, want 1", got)
+	}
+	latePartials := func() float64 {
+		t.Helper()
+		if err := srv.metrics.CombineLatePartials.WithLabelValues("per_user").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	lateRows := func() float64 {
+		t.Helper()
+		if err := srv.metrics.LateRows.WithLabelValues("per_user", "dropped").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if late := showLate(ctx, t, conn, "per_user"); late != 0 || lateRows() != 0 {
+		t.Fatalf("late_rows %d (metric %v) after a copy, want 0", late, lateRows())
+	}
+	var cover dataflow.PartialCover
+	var covered bool
+	for _, h := range partial.Headers {
+		if h.Key == dataflow.CoverHeader {
+			c, err := dataflow.DecodeCover(h.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cover, covered = c, true
+		}
+	}
+	if !covered || cover.Last < 0 || cover.Rows == 0 {
+		t.Fatalf("the partial's headers %v: want %s saying what it covers", partial.Headers, dataflow.CoverHeader)
+	}
+	var otherHeaders []kgo.RecordHeader
+	for _, h := range partial.Headers {
+		if h.Key != dataflow.CoverHeader {
+			otherHeaders = append(otherHeaders, h)
+		}
+	}
+	resend := func(headers []kgo.RecordHeader) {
+		t.Helper()
+		r := &kgo.Record{Topic: partial.Topic, Partition: partial.Partition, Key: partial.Key, Value: partial.Value, Headers: headers}
+		if err := srv.kafka.ProduceSync(ctx, []*kgo.Record{r}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT COUNT(*), MAX(n) FROM per_user WHERE user_id = 'u1'").Scan(&panes, &n); err != nil {
+			t.Fatal(err)
+		}
+		if panes != 1 || n != 2 {
+			t.Fatalf("u1 after a late partial: %d panes, n = %d; want the one pane of 2", panes, n)
+		}
+	}
+	newer := dataflow.EncodeCover(dataflow.PartialCover{Last: cover.Last + 5, Rows: 2})
+	resend(append(slices.Clone(otherHeaders), kgo.RecordHeader{Key: dataflow.CoverHeader, Value: newer}))
+	if late := showLate(ctx, t, conn, "per_user"); late != 2 || lateRows() != 2 || latePartials() != 1 {
+		t.Fatalf("after a partial with two new rows: late_rows %d, turbine_late_rows_total %v, turbine_combine_late_partials_total %v; want 2, 2 and still 1 (it is no copy)",
+			late, lateRows(), latePartials())
+	}
+	resend(otherHeaders)
+	if late := showLate(ctx, t, conn, "per_user"); late != 2 || latePartials() != 2 {
+		t.Fatalf("after a partial without %s: late_rows %d, turbine_combine_late_partials_total %v; want 2 and 2 (taken for a copy)",
+			dataflow.CoverHeader, late, latePartials())
 	}
 	// FLUSH made every source partition idle: nothing is waited on. New
 	// input makes them active again, and the gauge names the slowest.
