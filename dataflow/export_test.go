@@ -6,6 +6,13 @@ package dataflow
 // MarkerOf is the watermark marker a record carries, if any.
 var MarkerOf = markerOf
 
+// HeaderOf is a record's header of that key, if it has one.
+var HeaderOf = header
+
+// PartialFrom is the first byte of a partial that names its source
+// partition (the previous release's form).
+const PartialFrom = partialFrom
+
 // MinSliceRuns is the fewest runs a HOP window's slice may take.
 const MinSliceRuns = minSliceRuns
 

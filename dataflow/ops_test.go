@@ -11,6 +11,7 @@ import (
 
 	. "github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/dataflow/optest"
+	"github.com/turbinesql/turbinesql/exec"
 	"github.com/turbinesql/turbinesql/kafkaio"
 	"github.com/turbinesql/turbinesql/planner"
 	"github.com/turbinesql/turbinesql/shuffle"
@@ -437,6 +438,227 @@ func tryAdvance(task *optest.Task, wm int64) error {
 	return task.TryCommit()
 }
 
+// partials decodes the partials in o (markers left out).
+func partials(t *testing.T, o optest.Output) []optest.Partial {
+	t.Helper()
+	ps, err := o.Partials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// groupOf is a partial's group: its key's one TEXT value.
+func groupOf(t *testing.T, p optest.Partial) string {
+	t.Helper()
+	v, err := exec.VecOf(types.Text, []any{""})
+	if err == nil {
+		err = exec.DecodeKeyInto(p.Record.Key, []types.Type{types.Text}, []*exec.Vec{v}, 0)
+	}
+	if err != nil {
+		t.Fatalf("partial key %x: %v", p.Record.Key, err)
+	}
+	return v.S[0]
+}
+
+// covers is what each partial covers, by its group.
+func covers(t *testing.T, ps []optest.Partial) map[string]PartialCover {
+	t.Helper()
+	out := map[string]PartialCover{}
+	for _, p := range ps {
+		out[groupOf(t, p)] = p.Cover
+	}
+	return out
+}
+
+// TestMergeTellsLatePartialsFromCopies: a pre-aggregation ships [0, 10)
+// and crashes before its commit: Kafka has the partials, its state does
+// not know. The merge stage closes [0, 10). A row of [0, 10), c, reached
+// the source partition meanwhile; the restarted pre-aggregation reads the
+// two rows it had read again, and c, and ships [0, 10) once more. u2's
+// partial is a copy of what the pane holds: counted in
+// turbine_combine_late_partials_total, not as late. u1's carries the row
+// the pane never had: one late row (only that one: the rows it had read
+// before are not new). Neither makes a pane. The merge stage remembers
+// this across its own restart, and the same ship arriving again (the
+// pre-aggregation crashed before its commit once more) is a copy.
+//
+// (In the task loop a pre-aggregation ships at a commit, and a commit that
+// fails ends the process's life: a process reads nothing after a ship its
+// state does not record. So c is first read after the restart, where it is
+// not late, rather than dropped at the source before the crash.)
+func TestMergeTellsLatePartialsFromCopies(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	k := optest.NewKafka()
+	mh := mergeHarness(t, p, k, 1, 2)
+	merge := mh.Task(0)
+	ph := evHarness(t, 1, func(c *optest.Config) { c.Name, c.Kafka = "pre", k }, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	}))
+	pre := ph.Task(0)
+	// mergeRead has the merge stage read what reached it, and commit.
+	mergeRead := func() optest.Output {
+		t.Helper()
+		merge.Poll()
+		merge.Commit()
+		return merge.Take()
+	}
+	// Each process's life has its own metrics.
+	lateRows := func() float64 { return testutil.ToFloat64(mh.Metrics().LateRows.WithLabelValues("s", "dropped")) }
+	copies := func() float64 { return testutil.ToFloat64(mh.Metrics().CombineLatePartials.WithLabelValues("s")) }
+	// shipAndCrash has the pre-aggregation ship [0, 10) at a commit that
+	// fails once Kafka acknowledged the partials, then restart from its
+	// store; it returns what it shipped.
+	shipAndCrash := func() []optest.Partial {
+		t.Helper()
+		k.FailCommit(errors.New("crash"))
+		if err := tryAdvance(pre, 12_000); err == nil {
+			t.Fatal("the pre-aggregation's commit did not fail")
+		}
+		shipped := partials(t, pre.Take())
+		ph.Crash()
+		return shipped
+	}
+
+	pre.Push(0, "a,u1,1,1", "b,u2,1,2")
+	pre.Commit() // nothing shipped: restart at 0, read up to 2
+	first := shipAndCrash()
+	if c := covers(t, first); len(first) != 2 || c["u1"] != (PartialCover{Last: 0, Rows: 1}) || c["u2"] != (PartialCover{Last: 1, Rows: 1}) {
+		t.Fatalf("first ship %+v, want u1's and u2's partials of one row each", first)
+	}
+	k.Append(ev(0, 2, "c,u1,1,3")...) // c, after the ship: the pane will not have it
+	k.Append(marker(1, 20_000))
+	panes := values(t, mergeRead())
+	if len(panes) != 2 || panes[0]["n"].(float64) != 1 || panes[1]["n"].(float64) != 1 {
+		t.Fatalf("panes %v, want u1 and u2 once each", panes)
+	}
+
+	pre.Poll() // a and b again, and c
+	reship := shipAndCrash()
+	if late := pre.Counts().Late; late != 0 {
+		t.Fatalf("the restarted source counted %d late rows, want 0: c is not late where it is read, a and b are read again", late)
+	}
+	if c := covers(t, reship); len(reship) != 2 || c["u1"] != (PartialCover{Last: 2, Rows: 1}) || c["u2"] != (PartialCover{Last: 1, Rows: 0}) {
+		t.Fatalf("re-ship %+v, want u1's with c new, u2's with nothing new", reship)
+	}
+	if got := mergeRead(); len(got) != 0 {
+		t.Fatalf("%d panes from partials of a closed window", len(got))
+	}
+	if late, cp := lateRows(), copies(); late != 1 || cp != 1 || merge.Counts().Late != 1 {
+		t.Fatalf("late rows %v (stats %d), copies %v: want u1's new row late, u2's partial a copy", late, merge.Counts().Late, cp)
+	}
+
+	// The merge stage restarts from its commit; the pre-aggregation,
+	// restarted once more, ships the same partials again: both are copies
+	// now.
+	mh.Crash()
+	pre.Poll()
+	again := shipAndCrash()
+	if len(again) != len(reship) {
+		t.Fatalf("shipped %d partials again, want the %d of the re-ship", len(again), len(reship))
+	}
+	for i, a := range again {
+		if r := reship[i].Record; string(a.Record.Key) != string(r.Key) || string(a.Record.Value) != string(r.Value) || a.Cover != reship[i].Cover {
+			t.Fatalf("partial %d shipped again as %+v, the re-ship had %+v", i, a, reship[i])
+		}
+	}
+	panes = values(t, mergeRead())
+	if late, cp := lateRows(), copies(); len(panes) != 0 || late != 0 || cp != 2 {
+		t.Fatalf("after the merge stage's restart: %d panes, late rows %v, copies %v; want none, 0 and 2", len(panes), late, cp)
+	}
+	// What it remembers is what it merged, not that [0, 10) closed: a
+	// partial of it from source 1, which shipped none, carries new rows.
+	u1 := again[0].Record
+	if groupOf(t, again[0]) != "u1" {
+		u1 = again[1].Record
+	}
+	_, _, w, enc, err := DecodePartial(u1.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Append(&kafkaio.Record{Topic: "cmb", Key: u1.Key, Value: EncodePartial(1, w, enc),
+		Headers: []kafkaio.Header{{Key: CoverHeader, Value: EncodeCover(PartialCover{Last: 4, Rows: 2})}}})
+	if panes := values(t, mergeRead()); len(panes) != 0 || lateRows() != 2 || copies() != 2 {
+		t.Fatalf("source 1's partial after the merge stage's restart: %d panes, late rows %v, copies %v; want none, 2 and 2", len(panes), lateRows(), copies())
+	}
+}
+
+// TestMergeUncoveredPartialsAreCopies: partials the previous release
+// shipped carry no cover header (CoverHeader) (a rolling upgrade). Such
+// a partial merged while its window is open may cover any row of its
+// source's window, so a later partial of the window from that source,
+// arriving after the close with a header, is taken for a copy; one from a
+// source that shipped nothing for the window carries rows the pane never
+// had. A late partial without the header is a copy too. The header's
+// value is the one EncodeCover writes, and DecodeCover refuses a
+// truncated one.
+func TestMergeUncoveredPartialsAreCopies(t *testing.T) {
+	p := planOf(t, `CREATE STREAM s AS SELECT u, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, COUNT(*) AS n
+		FROM ev GROUP BY u, TUMBLE(ts, INTERVAL '10' SECOND)`, "combine")
+	pre := evHarness(t, 1, chain(func() []Op {
+		return []Op{&Source{Input: p.Input, TimeIdx: p.Window.TimeIdx}, &PartialAgg{Plan: p, Topic: "cmb", Partitions: 1}}
+	})).Task(0)
+	pre.Push(0, "a,u1,1,1", "b,u1,1,2")
+	pre.Advance(12_000)
+	shipped := pre.Take().Data()
+	if len(shipped) != 1 {
+		t.Fatalf("%d partials shipped, want u1's of [0, 10)", len(shipped))
+	}
+	partial := shipped[0]
+	v, ok := HeaderOf(partial, CoverHeader)
+	if !ok {
+		t.Fatalf("partial headers %v: no %s", partial.Headers, CoverHeader)
+	}
+	if c, err := DecodeCover(v); err != nil || c != (PartialCover{Last: 1, Rows: 2}) {
+		t.Fatalf("cover %+v, %v; want offsets up to 1, 2 rows", c, err)
+	}
+	if _, err := DecodeCover(v[:1]); err == nil {
+		t.Fatal("a truncated cover header decoded")
+	}
+	if _, _, w, _, err := DecodePartial(partial.Value); err != nil || w != 0 || partial.Value[0] != PartialFrom {
+		t.Fatalf("partial value %x: want the previous release's form (0x%X, window 0): %v", partial.Value, PartialFrom, err)
+	}
+
+	mh := mergeHarness(t, p, nil, 1, 2)
+	merge := mh.Task(0)
+	// send has the merge stage read records of cmb's partition 0.
+	send := func(recs ...*kafkaio.Record) {
+		t.Helper()
+		mh.Kafka().Append(recs...)
+		merge.Poll()
+	}
+	from := func(src int32, cover *PartialCover) *kafkaio.Record {
+		r := &kafkaio.Record{Topic: "cmb", Key: partial.Key}
+		_, _, w, enc, _ := DecodePartial(partial.Value)
+		r.Value = EncodePartial(src, w, enc)
+		if cover != nil {
+			r.Headers = []kafkaio.Header{{Key: CoverHeader, Value: EncodeCover(*cover)}}
+		}
+		return r
+	}
+	// Source 0 ships [0, 10) the previous release's way; both sources pass it.
+	send(from(0, nil), marker(0, 12_000), marker(1, 12_000))
+	merge.Commit()
+	if panes := values(t, merge.Take()); len(panes) != 1 || panes[0]["n"].(float64) != 2 {
+		t.Fatalf("panes %v, want u1's of 2", panes)
+	}
+	lateRows := func() float64 { return testutil.ToFloat64(mh.Metrics().LateRows.WithLabelValues("s", "dropped")) }
+	copies := func() float64 { return testutil.ToFloat64(mh.Metrics().CombineLatePartials.WithLabelValues("s")) }
+	send(from(0, &PartialCover{Last: 40, Rows: 3}), from(0, nil))
+	if lateRows() != 0 || copies() != 2 {
+		t.Fatalf("late rows %v, copies %v after two late partials of source 0: want 0 and 2", lateRows(), copies())
+	}
+	send(from(1, &PartialCover{Last: 7, Rows: 3}))
+	if lateRows() != 3 || copies() != 2 || merge.Counts().Late != 3 {
+		t.Fatalf("late rows %v (counted %d), copies %v after source 1's late partial: want 3, 3 and 2", lateRows(), merge.Counts().Late, copies())
+	}
+	merge.Commit()
+	if got := merge.Take(); len(got) != 0 {
+		t.Fatalf("%d panes from late partials", len(got))
+	}
+}
+
 // A row without an event time (NULL, or the field missing) goes through
 // on_error with 22004, under its own metric series; the rows around it
 // keep their order and their record indexes.
@@ -494,12 +716,8 @@ func TestSourceNullEventTime(t *testing.T) {
 func partialWindows(t *testing.T, o optest.Output) []int64 {
 	t.Helper()
 	var out []int64
-	for _, rec := range o.Data() {
-		_, _, w, _, err := DecodePartial(rec.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, w)
+	for _, p := range partials(t, o) {
+		out = append(out, p.Window)
 	}
 	return out
 }

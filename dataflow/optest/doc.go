@@ -24,8 +24,8 @@
 // TIMESTAMP), pushes them to a partition's task at given offsets (Push),
 // moves the watermark (Advance, or the event time with Idle and Flush),
 // commits, crashes and restarts, and reads what became visible (Take:
-// records, decoded as rows or panes, dead letters and late rows by
-// topic), the batches the chain handed on (Batches), the task's counters
+// records, decoded as rows, panes, a hop's markers or a combine's
+// partials, dead letters and late rows by topic), the batches the chain handed on (Batches), the task's counters
 // (Counts) and the metrics (Metrics).
 //
 // The harness knows nothing of SQL: a test builds its operators itself

@@ -13,6 +13,7 @@ import (
 	"github.com/turbinesql/turbinesql/dataflow"
 	"github.com/turbinesql/turbinesql/dataflow/optest"
 	"github.com/turbinesql/turbinesql/kafkaio"
+	"github.com/turbinesql/turbinesql/shuffle"
 	"github.com/turbinesql/turbinesql/types"
 )
 
@@ -177,4 +178,31 @@ func (t *timed) Process(_ context.Context, b *dataflow.Batch) (*dataflow.Batch, 
 		}
 	}
 	return out, nil
+}
+
+// TestPartialsDecode: Output.Partials reads a combine's partials, with
+// their cover header or without it, leaves the markers out, and refuses a
+// cover header the pre-aggregation did not write.
+func TestPartialsDecode(t *testing.T) {
+	cover := kafkaio.Header{Key: dataflow.CoverHeader, Value: dataflow.EncodeCover(dataflow.PartialCover{Last: 7, Rows: 2})}
+	marker := shuffle.Marker{Source: 3, MaxTime: 10_000, HasTime: true}
+	o := optest.Output{
+		{Topic: "cmb", Key: []byte("u1"), Value: dataflow.EncodePartial(3, 10_000, []byte{1}), Headers: []kafkaio.Header{cover}},
+		{Topic: "cmb", Headers: []kafkaio.Header{{Key: shuffle.MarkerHeader, Value: marker.Encode(nil)}}},
+		{Topic: "cmb", Key: []byte("u2"), Value: dataflow.EncodePartial(1, 0, []byte{2})},
+	}
+	ps, err := o.Partials()
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("partials %+v, %v; want 2", ps, err)
+	}
+	if p := ps[0]; p.Source != 3 || !p.Named || p.Window != 10_000 || !p.HasCover || p.Cover != (dataflow.PartialCover{Last: 7, Rows: 2}) || string(p.Record.Key) != "u1" {
+		t.Fatalf("first partial %+v", p)
+	}
+	if p := ps[1]; p.Source != 1 || p.Window != 0 || p.HasCover {
+		t.Fatalf("second partial %+v, want no cover", p)
+	}
+	o[0].Headers[0].Value = cover.Value[:1]
+	if _, err := o.Partials(); err == nil || !strings.Contains(err.Error(), "cmb/0") {
+		t.Fatalf("a truncated cover header: %v, want an error naming the record", err)
+	}
 }

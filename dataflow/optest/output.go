@@ -62,6 +62,46 @@ func (o Output) Markers() ([]Marker, error) {
 	return out, nil
 }
 
+// Partial is one partial of a combine's pre-aggregation in o, decoded
+// (dataflow.DecodePartial, dataflow.DecodeCover).
+type Partial struct {
+	// Source is the source partition that shipped it; Named false: the
+	// partial does not say (written before partials named their source).
+	Source int32
+	Named  bool
+	// Window is its window's start (its slice's, for HOP).
+	Window int64
+	// Cover is what it covers of its source partition's rows of the group
+	// (its dataflow.CoverHeader); HasCover false: it has no such header,
+	// as the previous release's partials have not.
+	Cover    dataflow.PartialCover
+	HasCover bool
+	// Record is the record itself (its Key: the group's).
+	Record *kafkaio.Record
+}
+
+// Partials decodes o's records as a combine's partials, its watermark
+// markers left out; a value or a cover header the pre-aggregation did not
+// write is an error.
+func (o Output) Partials() ([]Partial, error) {
+	var out []Partial
+	for _, r := range o.Data() {
+		src, named, w, _, err := dataflow.DecodePartial(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		p := Partial{Source: src, Named: named, Window: w, Record: r}
+		if v, ok := header(r, dataflow.CoverHeader); ok {
+			if p.Cover, err = dataflow.DecodeCover(v); err != nil {
+				return nil, fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			p.HasCover = true
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // Values decodes the JSON values of o's records (a tombstone: nil).
 func (o Output) Values() ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(o))
