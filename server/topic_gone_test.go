@@ -202,9 +202,29 @@ func TestTopicDeletedUnderStream(t *testing.T) {
 // running streams. With no stage to run, no step ran and FLUSH returned
 // success at once: under load a restart that failed left a rescaled
 // app's only stream failed on the process asked, and the SELECT after
-// that FLUSH found 848 panes of 1978.
+// that FLUSH found 848 panes of 1978. Every plan, both guarantees.
 func TestFlushNamesTheOnlyStreamThatCouldNotStart(t *testing.T) {
 	parallel(t)
+	plans := map[string]string{
+		"local":       `SELECT k, COUNT(*) AS n FROM ev GROUP BY k`,
+		"repartition": `SELECT v, COUNT(*) AS n FROM ev GROUP BY v`,
+		"combine":     `SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		"keyless":     `SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)`,
+	}
+	for _, plan := range []string{"local", "repartition", "combine", "keyless"} {
+		for _, guarantee := range []string{"at_least_once", "exactly_once"} {
+			t.Run(plan+"_"+guarantee, func(t *testing.T) {
+				strategy := ""
+				if plan == "repartition" || plan == "combine" {
+					strategy = ", strategy = '" + plan + "'"
+				}
+				testFlushNamesFailedStream(t, fmt.Sprintf(`CREATE STREAM counts WITH (processing_guarantee = '%s'%s) AS %s`, guarantee, strategy, plans[plan]))
+			})
+		}
+	}
+}
+
+func testFlushNamesFailedStream(t *testing.T, create string) {
 	if testBrokers() != "" {
 		isolateTopics(t)
 	}
@@ -215,9 +235,9 @@ func TestFlushNamesTheOnlyStreamThatCouldNotStart(t *testing.T) {
 	conn := connect(ctx, t, srv)
 	defer conn.Close(ctx)
 	for _, q := range []string{
-		`CREATE SOURCE ev (k TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 1, partition_key = 'k')`,
-		`CREATE STREAM counts AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k`,
-		`INSERT INTO ev VALUES ('a', TIMESTAMP '2026-01-01 00:00:00')`,
+		`CREATE SOURCE ev (k TEXT, v TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`,
+		create,
+		`INSERT INTO ev VALUES ('a', 'x', TIMESTAMP '2026-01-01 00:00:00')`,
 		`FLUSH`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
