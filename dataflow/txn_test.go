@@ -1,10 +1,15 @@
 package dataflow
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turbinesql/turbinesql/kafkaio"
 )
 
 // TestProgressRoundTrip: the watermark a commit gave its operators, and
@@ -24,5 +29,27 @@ func TestProgressRoundTrip(t *testing.T) {
 	newer := strings.Replace(encodeProgress(wm, 7), progressVersion, "turbine2", 1)
 	if _, _, err := parseProgress(newer); !errors.Is(err, errProgressVersion) {
 		t.Fatalf("progress %q: %v, want errProgressVersion", newer, err)
+	}
+}
+
+// TestStartReportsTheFailureThatStoppedIt: a task of a stage's first
+// assignment is fenced (the group moved its partition meanwhile) while the
+// assignment still opens the others, whose opening then fails on the
+// stage's cancelled context. The start reports the fencing, a failure a
+// restart cures, not the cancellation: a restart that reported "context
+// canceled" left its stream failed for good (a rescaled app under load
+// kept a process's only stream failed, and FLUSH did not wait for it).
+func TestStartReportsTheFailureThatStoppedIt(t *testing.T) {
+	s := &Stage{cfg: StageConfig{Name: "w"}, deps: Deps{Log: slog.New(slog.DiscardHandler)}, current: make(chan struct{})}
+	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	fenced := &TaskMigrated{Partition: 0, Err: kafkaio.ErrFenced}
+	s.fail(fenced) // task 0's first commit, fenced
+	<-s.runCtx.Done()
+	s.openFailed(fmt.Errorf("start w partition 1: %w", s.runCtx.Err())) // the next task's opening
+	s.noteJoined()
+	err := s.AwaitAssigned(context.Background())
+	var migrated *TaskMigrated
+	if !errors.As(err, &migrated) {
+		t.Fatalf("start: %v, want the fencing that stopped it (TaskMigrated)", err)
 	}
 }

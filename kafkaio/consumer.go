@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,57 @@ type Consumer struct {
 	// A group member's: the shared client (to leave) and its identity.
 	k               *Client
 	group, instance string
+	holds           *holds
+}
+
+// holds orders the pause of the partitions an assignment holds against
+// their Release. A held partition's task restores in the background, and
+// a short restore can end, and Release its partition, before the Assigned
+// hook that started it returns (the hook still opens other tasks inline):
+// the pause then comes after the Release, and the partition would stay
+// paused for good. So a Release during the hook is noted, and the pause
+// after it leaves that partition alone; the mutex keeps a pause and a
+// resume of one partition from crossing.
+type holds struct {
+	mu        sync.Mutex
+	assigning bool
+	released  map[int32]bool // during the Assigned hook under way
+}
+
+// begin marks the start of an Assigned hook.
+func (h *holds) begin() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.assigning, h.released = true, map[int32]bool{}
+}
+
+// hold pauses the partitions of held that were not released since begin,
+// and ends the hook's mark.
+func (h *holds) hold(cl *kgo.Client, topic string, held []int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var pause []int32
+	for _, p := range held {
+		if !h.released[p] {
+			pause = append(pause, p)
+		}
+	}
+	if len(pause) > 0 {
+		// Paused before any fetch starts: nothing is read until Release
+		// sets where.
+		cl.PauseFetchPartitions(map[string][]int32{topic: pause})
+	}
+	h.assigning, h.released = false, nil
+}
+
+// release resumes partition p, noting it when an Assigned hook runs.
+func (h *holds) release(cl *kgo.Client, topic string, p int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.assigning {
+		h.released[p] = true
+	}
+	cl.ResumeFetchPartitions(map[string][]int32{topic: {p}})
 }
 
 // FetchPart is what one poll brought of one partition.
@@ -77,9 +129,14 @@ func (c *Consumer) AllowRebalance() { c.cl.AllowRebalance() }
 
 // Release starts fetching partition p, held since its assignment, at
 // offset at. A partition no longer assigned is left alone.
+//
+// It may come before the Assigned hook that held p has returned (a short
+// restore): the offset wins over the one the hook returns (franz-go takes
+// a SetOffsets during AdjustFetchOffsetsFn over its result), and the hold
+// is not applied after it (holds).
 func (c *Consumer) Release(p int32, at int64) {
 	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.topic: {p: {Epoch: -1, Offset: at}}})
-	c.cl.ResumeFetchPartitions(map[string][]int32{c.topic: {p}})
+	c.holds.release(c.cl, c.topic, p)
 }
 
 // Close stops the consumer; a group member leaves its group.
@@ -221,6 +278,7 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 	// The hooks may run before NewClient has returned the client they
 	// pause partitions on.
 	var self atomic.Pointer[kgo.Client]
+	h := &holds{}
 	client := func() *kgo.Client {
 		for self.Load() == nil {
 			time.Sleep(time.Millisecond)
@@ -259,12 +317,9 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 			if len(parts) == 0 {
 				return offs, nil
 			}
+			h.begin()
 			at, held := hooks.Assigned(parts)
-			if len(held) > 0 {
-				// Paused before any fetch starts: nothing is read
-				// until Release sets where.
-				client().PauseFetchPartitions(map[string][]int32{topic: held})
-			}
+			h.hold(client(), topic, held)
 			out := map[int32]kgo.Offset{}
 			for p, o := range at {
 				out[p] = kgo.NewOffset().At(o).WithEpoch(-1)
@@ -322,7 +377,7 @@ func (k *Client) NewGroupConsumer(group, topic string, maxPoll int, sessionTimeo
 		return nil, fmt.Errorf("member of group %s: %w", group, err)
 	}
 	self.Store(cl)
-	return &Consumer{cl: cl, topic: topic, max: maxPoll, k: k, group: group, instance: instance}, nil
+	return &Consumer{cl: cl, topic: topic, max: maxPoll, k: k, group: group, instance: instance, holds: h}, nil
 }
 
 // rebalanceTimeout is the group's rebalance timeout for a session

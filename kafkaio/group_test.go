@@ -3,8 +3,10 @@ package kafkaio
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,5 +359,91 @@ func TestAllowRebalanceLetsABusyMemberHandOver(t *testing.T) {
 	t.Logf("b got %d partitions %v after joining", o.count("b"), time.Since(start).Round(time.Millisecond))
 	if overlap := g.overlaps(); len(overlap) > 0 {
 		t.Errorf("a partition ran on two members at once: %v", overlap)
+	}
+}
+
+// TestReleaseBeforeAssignedReturns: a member holds every partition it is
+// given (their tasks restore in the background) and each restore ends,
+// and Releases its partition, before the Assigned hook returns, as a short
+// restore does while the hook still opens another partition's task
+// inline. Every partition must then be read from where Release said, not
+// from where the hook said (a stage returns a held partition's end there,
+// "not fetched"). The hold used to be applied
+// after Assigned returned, on top of those Releases: the partitions stayed
+// paused for good (a rescale's restart under load saw 4 of 8 partitions
+// never run, and every FLUSH wait for them).
+func TestReleaseBeforeAssignedReturns(t *testing.T) {
+	g := newGroupTest(t)
+	k, ctx := g.k, g.ctx
+	for p := range int32(4) {
+		if err := k.ProduceSync(ctx, []*Record{{Topic: "t", Partition: p, Value: []byte("a")}, {Topic: "t", Partition: p, Value: []byte("b")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cons atomic.Pointer[Consumer]
+	hooks := GroupHooks{
+		Assigned: func(parts []int32) (map[int32]int64, []int32) {
+			at := map[int32]int64{}
+			for _, p := range parts {
+				at[p] = 2 // the end: a held partition is not fetched
+			}
+			// The restores end before this hook returns: Release runs
+			// on another goroutine (the poll loop's, in a stage) and
+			// the hook waits for it.
+			released := make(chan struct{})
+			go func() {
+				defer close(released)
+				for cons.Load() == nil {
+					time.Sleep(time.Millisecond)
+				}
+				for _, p := range parts {
+					cons.Load().Release(p, 0)
+				}
+			}()
+			select {
+			case <-released:
+			case <-time.After(10 * time.Second):
+				t.Error("Release blocked while the Assigned hook ran")
+			}
+			return at, parts
+		},
+		Revoked: func([]int32) {},
+		Lost:    func([]int32) {},
+	}
+	c, err := k.NewGroupConsumer("g", "t", 100, 2*time.Second, "a", hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.members = append(g.members, c)
+	cons.Store(c)
+	read := map[int32]string{}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	whole := func() bool {
+		for p := range int32(4) {
+			if len(read[p]) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	for !whole() && pctx.Err() == nil {
+		parts, err := c.Poll(pctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fp := range parts {
+			for _, r := range fp.Records {
+				read[fp.Partition] += string(r.Value)
+			}
+		}
+	}
+	if !whole() {
+		t.Fatalf("read partitions %v of 4 in 15 s: a partition released before Assigned returned stayed held", slices.Sorted(maps.Keys(read)))
+	}
+	for p, got := range read {
+		if got != "ab" {
+			t.Errorf("partition %d: read %q, want \"ab\" (from offset 0, where Release said)", p, got)
+		}
 	}
 }

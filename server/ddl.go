@@ -105,6 +105,11 @@ func (s *Server) planStreamAs(st *sql.CreateStream, text string, isNew bool) (*c
 	return ps.Def, ps.Plan, nil
 }
 
+// createRetries is how many times CREATE STREAM starts a new stream
+// again after a failure a restart cures (restartable), 1 s, 2 s and 4 s
+// apart.
+const createRetries = 3
+
 func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text string, persist bool) (*pgwire.Result, error) {
 	def, p, err := s.planStreamAs(st, text, persist)
 	if err != nil {
@@ -181,6 +186,24 @@ func (s *Server) createStream(ctx context.Context, st *sql.CreateStream, text st
 		}
 	}
 	r, err := s.startStream(ctx, def, p, spec)
+	for attempt := 0; err != nil && persist && attempt < createRetries && ctx.Err() == nil; attempt++ {
+		// A task fenced while the first assignment opened the others (the
+		// group moved its partition: a rebalance under way, another
+		// process opening its share slowly) is a failure a restart
+		// cures, as recover.go restarts a running stream: the stream
+		// starts again rather than the statement fail and take back what
+		// the other processes already run.
+		what, ok := restartable(err)
+		if !ok {
+			break
+		}
+		s.log.Warn("stream "+what, "stream", def.Name, "attempt", attempt+1, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second << attempt):
+		}
+		r, err = s.startStream(ctx, def, p, spec)
+	}
 	if err != nil {
 		if persist {
 			// Taken back: its record (a drop follows it, which

@@ -156,7 +156,14 @@ func (s *Server) flushStages(ctx context.Context) (failed map[string]error, err 
 	defer f.close()
 	var prev map[string]map[int32]int64
 	for round := 0; round < 20; round++ {
-		stages, _ := s.flushStagesNow()
+		stages, notStarted := s.flushStagesNow()
+		// A stream that could not start here has no stage, so no step
+		// names it (runStep's acknowledgement does only while some other
+		// stage runs a step): without this, a process whose only stream
+		// failed to start returned success at once, nothing flushed.
+		for name, err := range notStarted {
+			f.fail(name, err)
+		}
 		all := map[string]map[int32]int64{}
 		for _, behind := range []bool{false, true} {
 			var level []flushStage

@@ -195,3 +195,77 @@ func TestTopicDeletedUnderStream(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushNamesTheOnlyStreamThatCouldNotStart: FLUSH on a process whose
+// only stream could not start (here: ALTER STREAM ... RESTART after its
+// input topic was deleted) names the failed stream, as it does beside
+// running streams. With no stage to run, no step ran and FLUSH returned
+// success at once: under load a restart that failed left a rescaled
+// app's only stream failed on the process asked, and the SELECT after
+// that FLUSH found 848 panes of 1978. Every plan, both guarantees.
+func TestFlushNamesTheOnlyStreamThatCouldNotStart(t *testing.T) {
+	parallel(t)
+	plans := map[string]string{
+		"local":       `SELECT k, COUNT(*) AS n FROM ev GROUP BY k`,
+		"repartition": `SELECT v, COUNT(*) AS n FROM ev GROUP BY v`,
+		"combine":     `SELECT k, TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY k, TUMBLE(ts, INTERVAL '1' MINUTE)`,
+		"keyless":     `SELECT TUMBLE_START(ts, INTERVAL '1' MINUTE) AS ws, COUNT(*) AS n FROM ev GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)`,
+	}
+	for _, plan := range []string{"local", "repartition", "combine", "keyless"} {
+		for _, guarantee := range []string{"at_least_once", "exactly_once"} {
+			t.Run(plan+"_"+guarantee, func(t *testing.T) {
+				strategy := ""
+				if plan == "repartition" || plan == "combine" {
+					strategy = ", strategy = '" + plan + "'"
+				}
+				testFlushNamesFailedStream(t, fmt.Sprintf(`CREATE STREAM counts WITH (processing_guarantee = '%s'%s) AS %s`, guarantee, strategy, plans[plan]))
+			})
+		}
+	}
+}
+
+func testFlushNamesFailedStream(t *testing.T, create string) {
+	if testBrokers() != "" {
+		isolateTopics(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startTestServer(t, t.TempDir())
+	defer srv.Close()
+	conn := connect(ctx, t, srv)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE SOURCE ev (k TEXT, v TEXT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (topic = 'ev', partitions = 2, partition_key = 'k')`,
+		create,
+		`INSERT INTO ev VALUES ('a', 'x', TIMESTAMP '2026-01-01 00:00:00')`,
+		`FLUSH`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	kc := srv.cfg.Kafka
+	kc.Brokers = srv.KafkaAddrs()
+	cl, err := kgo.NewClient(kc.Opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).DeleteTopic(ctx, "ev"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the stream over the deleted topic to fail", func() bool {
+		st, _ := streamStatus(ctx, t, conn, "counts")
+		return st == "failed"
+	})
+	if _, err := conn.Exec(ctx, `ALTER STREAM counts RESTART`); err == nil {
+		t.Fatal("RESTART of a stream whose input topic is gone succeeded")
+	}
+	if st, msg := streamStatus(ctx, t, conn, "counts"); st != "failed" {
+		t.Fatalf("after the RESTART that failed the stream is %s %s, want failed", st, msg)
+	}
+	_, err = conn.Exec(ctx, `FLUSH`)
+	if err == nil || !strings.Contains(err.Error(), "stream counts failed: ") {
+		t.Fatalf("FLUSH: %v, want the failed stream named", err)
+	}
+}
