@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/turbinesql/turbinesql/agg"
+	"github.com/turbinesql/turbinesql/catalog"
 	"github.com/turbinesql/turbinesql/sql"
 	"github.com/turbinesql/turbinesql/streamplan"
 )
@@ -96,4 +97,47 @@ func chooseKeylessCombine(p *Plan, requested streamplan.Strategy) error {
 	}
 	p.Reason = fmt.Sprintf("no GROUP BY key: each partition of %s ships partial [%s] per %s to one merge partition", p.Input.Name, strings.Join(aggTexts(p), ", "), unit)
 	return nil
+}
+
+// lateOption names the option (allowed_lateness, else late_data_topic)
+// by which a stream keeps rows later than its watermark; "": neither is
+// set.
+func lateOption(o catalog.StreamOptions) string {
+	switch {
+	case o.AllowedLatenessMs > 0:
+		return "allowed_lateness"
+	case o.LateDataTopic != "":
+		return "late_data_topic"
+	}
+	return ""
+}
+
+// noLateCombine keeps a stream that takes allowed_lateness or
+// late_data_topic (opt names the one set) off a combine hop, which serves
+// neither: each source partition ships a window's partials once its own
+// watermark passes the window's end and forgets the window, so no row
+// later than that reaches the pane, and a row late there is dropped where
+// it was read, with no late_data_topic to go to.
+//
+// Under strategy auto the cost rule is not consulted (CombineEligible is
+// cleared): the repartition hop chosen so far serves the options, as the
+// hash aggregation behind it keeps windows open and routes late rows. A
+// combine the user asked for, or the only plan there is (KeylessCombine),
+// is refused.
+func noLateCombine(p *Plan, opt string, o sql.Options) error {
+	if p.CombineEligible {
+		p.CombineEligible = false
+		p.Reason += fmt.Sprintf("; not a combine hop, which serves no %s (its partitions ship and forget a window once their watermark passes its end)", opt)
+		return nil
+	}
+	if p.Strategy != streamplan.StrategyCombine {
+		return nil
+	}
+	if p.Rule == RuleKeylessCombine {
+		return sql.Errorf(sql.CodeNotSupported, "%s is not supported on a window without a GROUP BY key: it is planned as a combine hop (rule KeylessCombine), whose partitions ship and forget a window once their watermark passes its end", opt).
+			WithPos(o[opt].Pos).
+			WithHint("drop allowed_lateness and late_data_topic (a longer WATERMARK delay on %s holds its windows open longer), or GROUP BY a column of %s as well: a repartition hop serves %s", p.Input.Name, p.Input.Name, opt)
+	}
+	return sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take %s: its partitions ship and forget a window once their watermark passes its end", opt).
+		WithPos(o[opt].Pos).WithHint("use strategy 'repartition' or 'auto', which keep the window open behind a repartition hop")
 }

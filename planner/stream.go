@@ -93,6 +93,11 @@ func PlanStream(cat Resolver, st *sql.CreateStream, text string, env StreamEnv) 
 	if err != nil {
 		return nil, err
 	}
+	if opt := lateOption(def.Options); opt != "" {
+		if err := noLateCombine(p, opt, o); err != nil {
+			return nil, err
+		}
+	}
 	if def.Options.Strategy == streamplan.StrategyAuto {
 		// The cost rule and the MisplacedInput rule decide once, when the
 		// stream is created: its state is laid out for the plan they

@@ -293,13 +293,6 @@ func (s *Server) checkStream(ctx context.Context, def *catalog.Stream, p *planne
 			return spec, err
 		}
 	case streamplan.StrategyCombine:
-		if def.Options.AllowedLatenessMs > 0 || def.Options.LateDataTopic != "" {
-			hint := "use strategy 'repartition'"
-			if len(p.Keys) == 0 {
-				hint = "a window without a GROUP BY key is always a combine: drop allowed_lateness and late_data_topic"
-			}
-			return spec, sql.Errorf(sql.CodeNotSupported, "strategy 'combine' does not take allowed_lateness or late_data_topic").WithHint("%s", hint)
-		}
 		spec.nCmb = def.Options.CombinePartitions
 		switch {
 		case len(p.Keys) == 0 && spec.nCmb > 1:
