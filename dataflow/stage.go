@@ -95,6 +95,11 @@ type Deps struct {
 	// commit and its state write: the narrowest crash window, where the
 	// audit injects its crashes (TURBINESQL_CRASH_AFTER_TXN).
 	AfterTxn func()
+	// BeforeOpen, when set, runs before each task of a stage (named by its
+	// consumer group) opens; an error fails the opening as the task's own
+	// would, failing the stage (OnFail) and, in its first assignment, its
+	// start. Tests inject start failures with it.
+	BeforeOpen func(group string, partition int32) error
 }
 
 // StageConfig describes one stage: the topic it reads, a task per
@@ -685,6 +690,11 @@ func (s *Stage) fenceTask(ctx context.Context, p int32) (*task, error) {
 // restores the task's operators from it.
 func (s *Stage) openTask(ctx context.Context, t *task, pos positions) error {
 	cfg, deps, p := s.cfg, s.deps, t.p
+	if deps.BeforeOpen != nil {
+		if err := deps.BeforeOpen(cfg.Group, p); err != nil {
+			return err
+		}
+	}
 	if err := t.restoreChangelog(ctx, pos.changelog[p]); err != nil {
 		return err
 	}

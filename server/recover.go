@@ -119,7 +119,24 @@ func (s *Server) recoverStream(name string, err error) {
 
 // recoverHop restarts a repartition hop in place (after a failure
 // restartable names): the streams behind it read its topic and go on.
+//
+// A hop whose first start failed has nothing to restart in place: it was
+// never kept (hopFor), and its failure failed the start of the stream
+// that asked for it, before that stream's own stages started. That
+// stream restarts instead, on the path (and back-off) its own stages'
+// failures take, and its start starts the hop again. Without this it
+// stayed failed for good: none of its stages ran to fail again.
 func (s *Server) recoverHop(h *sharedHop, err error) {
+	// The stage fails (and calls this) while hopFor may still be waiting
+	// for its first assignment, under s.mu: once s.mu is free, h.stage
+	// says whether that start returned it.
+	s.mu.Lock()
+	started := h.stage != nil
+	s.mu.Unlock()
+	if !started {
+		s.recoverStream(h.starter, err)
+		return
+	}
 	if !s.backOff("hop", h.topic, err) {
 		return
 	}

@@ -125,6 +125,9 @@ type Config struct {
 	// stateFS, when set, is the file system of the state store (tests fill
 	// the disk on cue).
 	stateFS vfs.FS
+	// beforeOpen, when set, runs before each task opens
+	// (dataflow.Deps.BeforeOpen): tests fail a stage's start on cue.
+	beforeOpen func(group string, partition int32) error
 	// consoleSampleEvery is how often the console samples the streams'
 	// history (0: console.DefaultHistoryEvery; tests sample faster).
 	consoleSampleEvery time.Duration

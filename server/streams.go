@@ -69,6 +69,10 @@ type sharedHop struct {
 	// it is).
 	cfg dataflow.StageConfig
 	eos bool
+	// starter is the stream whose start started the hop (hopFor): a
+	// failure of the hop's first start (stage still nil) fails that
+	// stream's start, and recoverHop restarts the stream.
+	starter string
 }
 
 // status is what SHOW STREAMS (and the console) print of a stream's
@@ -271,7 +275,7 @@ func combineTopic(app, topic, windowName string) string {
 }
 
 func (s *Server) deps() dataflow.Deps {
-	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log, AfterTxn: s.cfg.AfterTxn, Watermarks: s.watermarks}
+	return dataflow.Deps{Kafka: runtimeKafka{s.kafka}, Store: s.store, Metrics: s.metrics, Now: s.clock, Log: s.log, AfterTxn: s.cfg.AfterTxn, BeforeOpen: s.cfg.beforeOpen, Watermarks: s.watermarks}
 }
 
 // runtimeKafka gives the runtime the Kafka client through its interfaces.
@@ -381,7 +385,7 @@ func (s *Server) startStream(ctx context.Context, def *catalog.Stream, p *planne
 	}
 	switch p.Strategy {
 	case streamplan.StrategyRepartition:
-		h, err := s.hopFor(ctx, s.hopTopic(def, p), p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
+		h, err := s.hopFor(ctx, def.Name, s.hopTopic(def, p), p.Input.Source, p.RepartitionBy, spec.nIn, spec.nRep, spec.declaredRep, eos)
 		if err != nil {
 			return nil, err
 		}
@@ -589,7 +593,9 @@ func isSealed(l *catalog.Ledger, topic string) bool {
 // (source, column), starting it for the first stream that needs it. nOut
 // is the internal topic's partition count (repartition_partitions, default
 // the source's count); an existing topic with another count is refused.
-func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
+// stream is the stream starting: if the hop has to start for it and that
+// fails, the stream is what recovers (recoverHop).
+func (s *Server) hopFor(ctx context.Context, stream, topic string, src *catalog.Source, column string, nIn, nOut int, declared, eos bool) (*sharedHop, error) {
 	if err := s.checkHop(ctx, topic, nOut, declared); err != nil {
 		return nil, err
 	}
@@ -637,7 +643,7 @@ func (s *Server) hopFor(ctx context.Context, topic string, src *catalog.Source, 
 			}
 		},
 	}
-	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos}
+	h := &sharedHop{topic: topic, outN: nOut, refs: 1, stats: stats, eos: eos, starter: stream}
 	if eos {
 		if err := s.exactlyOnce(ctx, &cfg); err != nil {
 			return nil, err
