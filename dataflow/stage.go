@@ -389,47 +389,29 @@ func (s *Stage) adding(parts []int32) {
 	s.tmu.Unlock()
 }
 
-// fenceParallel is how many tasks of one assignment fence their earlier
-// holders at once.
-const fenceParallel = 16
-
-// fenceTasks fences the earlier holders of parts (fenceTask), up to
-// fenceParallel at once, each partition claimed from the standbys first.
-// It returns the tasks fenced, and why the others could not be (their
-// claims given back). Side by side, as an assignment's fencing runs in the
-// group's callback: one opening of a transactional producer is a client,
-// a connection and three requests, and one after another 60 of them took
-// 4 to 7 s on a loaded machine, past the rebalance timeout (2.4 s under a
-// 6 s session). The member missed the next rebalance, the group gave its
-// partitions to the other member, whose fencing failed this member's
-// stage, whose restart did the same to the other: a storm of fencings, and
-// a restart that failed left the stream failed.
+// fenceTasks fences the earlier holders of parts (fenceTask), one after
+// another, each partition claimed from the standbys first. It returns the
+// tasks fenced, and why the others could not be (their claims given back).
+//
+// Side by side (16 at once) was tried against the rebalance storms of a
+// loaded machine, where 60 to 100 fencings one after another outlast a
+// rebalance timeout; it made a fresh stream's start fail with
+// INVALID_TXN_STATE on a changelog commit under load (TestGrowWithoutTool,
+// 100 partitions), so it waits until a fencing cannot overlap another of
+// the same transactional id.
 func (s *Stage) fenceTasks(ctx context.Context, parts []int32) ([]*task, map[int32]error) {
-	var mu sync.Mutex
 	var tasks []*task
 	errs := map[int32]error{}
-	sem := make(chan struct{}, fenceParallel)
-	var wg sync.WaitGroup
 	for _, p := range parts {
 		s.standby.claim(p)
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t, err := s.fenceTask(ctx, p)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				s.standby.release(p)
-				errs[p] = err
-				return
-			}
-			tasks = append(tasks, t)
-		}()
+		t, err := s.fenceTask(ctx, p)
+		if err != nil {
+			s.standby.release(p)
+			errs[p] = err
+			continue
+		}
+		tasks = append(tasks, t)
 	}
-	wg.Wait()
-	slices.SortFunc(tasks, func(a, b *task) int { return int(a.p - b.p) })
 	return tasks, errs
 }
 
