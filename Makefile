@@ -39,11 +39,10 @@ test-console:
 # The scalar functions against a real PostgreSQL (Debian's postgresql
 # package): every expression of testdata/pgoracle/exprs.txt in a cluster
 # the test starts itself and in TurbineSQL (bounded SELECT and a stream),
-# text results and SQLSTATEs compared. Fails without PostgreSQL under
-# CI_REQUIRE_PG=1 (the default here), skips otherwise.
+# text results and SQLSTATEs compared. Fails without PostgreSQL.
 .PHONY: test-pg
 test-pg:
-	CI_REQUIRE_PG=$${CI_REQUIRE_PG:-1} $(GO) test -tags pgoracle -count=1 -run TestPGOracle -v ./server
+	$(GO) test -tags pgoracle -count=1 -run TestPGOracle -v ./server
 
 # The tests that need a real Apache Kafka (4.x, fetched from Maven Central by
 # ci/kafka/pom.xml, cached in ~/.m2): a one-node KRaft broker on loopback,

@@ -114,15 +114,22 @@ func (c *unitCache) get(name string) (timeUnit, error) {
 
 func dateTrunc(out *Vec, args []*Vec) error {
 	units := unitCache{what: tsName, ok: func(u timeUnit) bool { return u >= unitMicroseconds && u <= unitMillennium }}
+	return units.each(out, args, func(i int, ms int64, u timeUnit) { out.I[i] = truncMillis(ms, u) })
+}
+
+// each calls set for every row of out that is not NULL, with its time
+// value (args[1]) and its unit, read from its text (args[0]) through the
+// cache: the loop of every kernel that takes a unit by name.
+func (c *unitCache) each(out *Vec, args []*Vec, set func(i int, ms int64, u timeUnit)) error {
 	for i, ms := range args[1].I {
 		if out.rowNull(i) {
 			continue
 		}
-		u, err := units.get(args[0].S[i])
+		u, err := c.get(args[0].S[i])
 		if err != nil {
 			return err
 		}
-		out.I[i] = truncMillis(ms, u)
+		set(i, ms, u)
 	}
 	return nil
 }
@@ -193,30 +200,10 @@ func floorDiv(a, b int) int { return int(floorDiv64(int64(a), int64(b))) }
 func datePart(out *Vec, args []*Vec) error {
 	if args[1].T == types.Interval {
 		units := unitCache{what: "interval", ok: func(u timeUnit) bool { return u >= unitMicroseconds && u <= unitEpoch && u != unitWeek }}
-		for i, ms := range args[1].I {
-			if out.rowNull(i) {
-				continue
-			}
-			u, err := units.get(args[0].S[i])
-			if err != nil {
-				return err
-			}
-			out.F[i] = intervalPart(ms, u)
-		}
-		return nil
+		return units.each(out, args, func(i int, ms int64, u timeUnit) { out.F[i] = intervalPart(ms, u) })
 	}
 	units := unitCache{what: tsName, ok: func(u timeUnit) bool { return u != unitTimezone }}
-	for i, ms := range args[1].I {
-		if out.rowNull(i) {
-			continue
-		}
-		u, err := units.get(args[0].S[i])
-		if err != nil {
-			return err
-		}
-		out.F[i] = timestampPart(ms, u)
-	}
-	return nil
+	return units.each(out, args, func(i int, ms int64, u timeUnit) { out.F[i] = timestampPart(ms, u) })
 }
 
 // timestampPart is one field of a timestamp. Fractions are an exact
